@@ -1,0 +1,228 @@
+"""The backend-neutral journal API: topics, records, positions, sending and consuming.
+
+Two backends implement it: Kafka (journal/kafka.py) and an embedded SQLite file shared by the
+processes of one machine (journal/sqlite.py). Both give each topic partition monotonically
+increasing offsets; ``latest_offset`` is the offset the next record will get (Kafka's high
+watermark), ``earliest_offset`` the oldest one still retained.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from journal.errors import MessageTooLarge
+
+# Bytes a Kafka record adds around key, value and headers (record batch header of 61 bytes,
+# per-record varints and attributes). The pre-send size check adds it so a record that passes
+# our check is never refused by the producer or broker for size.
+RECORD_OVERHEAD_BYTES = 512
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """A topic to create. ``max_message_bytes`` is enforced before sending."""
+
+    name: str
+    partitions: int = 1
+    retention_ms: int | None = None  # None: the backend's default (Kafka: broker default)
+    max_message_bytes: int = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a consumer starts: an explicit offset, or earliest/latest shifted by ``delta``.
+
+    ``Position.latest(-10)`` is "the last ten records"; ``Position.earliest(5)`` skips the
+    first five retained records. Resolved positions are clamped into [earliest, latest].
+    """
+
+    anchor: Literal["offset", "earliest", "latest"]
+    value: int = 0
+
+    @classmethod
+    def at(cls, offset: int) -> Position:
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        return cls("offset", offset)
+
+    @classmethod
+    def earliest(cls, delta: int = 0) -> Position:
+        return cls("earliest", delta)
+
+    @classmethod
+    def latest(cls, delta: int = 0) -> Position:
+        return cls("latest", delta)
+
+    def resolve(self, earliest: int, latest: int) -> int:
+        if self.anchor == "offset":
+            target = self.value
+        elif self.anchor == "earliest":
+            target = earliest + self.value
+        else:
+            target = latest + self.value
+        return min(max(target, earliest), latest)
+
+
+class Record:
+    """One record read from a topic partition (message info + payload)."""
+
+    __slots__ = ("headers", "key", "offset", "partition", "timestamp_ms", "topic", "value")
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp_ms: int,
+        key: bytes | None,
+        headers: Mapping[str, str],
+        value: bytes,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp_ms = timestamp_ms
+        self.key = key
+        self.headers = headers
+        self.value = value
+
+    def __repr__(self) -> str:
+        return (
+            f"Record({self.topic}-{self.partition}@{self.offset}, {len(self.value)} bytes, "
+            f"headers={dict(self.headers)})"
+        )
+
+
+class PendingSend:
+    """The outcome of an asynchronous send, known once the journal acknowledged it."""
+
+    __slots__ = ("error", "offset", "partition")
+
+    def __init__(self) -> None:
+        self.offset: int | None = None
+        self.partition: int | None = None
+        self.error: Exception | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.offset is not None or self.error is not None
+
+    def result(self) -> int:
+        """The offset; raises the send's error. Only valid once ``done``."""
+        if self.error is not None:
+            raise self.error
+        if self.offset is None:
+            raise RuntimeError("send not acknowledged yet: call Journal.flush() first")
+        return self.offset
+
+
+class Consumer(abc.ABC):
+    """Reads records of one topic from explicit positions; never commits anything."""
+
+    @abc.abstractmethod
+    def poll(self, timeout_s: float, max_records: int = 500) -> list[Record]:
+        """Records available now, waiting up to ``timeout_s`` for the first one."""
+
+    @abc.abstractmethod
+    def seek(self, partition: int, offset: int) -> None:
+        """Continue ``partition`` at ``offset``."""
+
+    @abc.abstractmethod
+    def positions(self) -> dict[int, int]:
+        """Next offset to be read, per assigned partition."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Journal(abc.ABC):
+    """A persisted, partitioned, offset-addressed log of records."""
+
+    #: Limit applied to topics this journal did not create and could not describe.
+    default_max_message_bytes: int = 1024 * 1024
+
+    @abc.abstractmethod
+    def create_topics(self, specs: Sequence[TopicSpec]) -> None:
+        """Create the topics that do not exist yet; existing ones are left as they are."""
+
+    @abc.abstractmethod
+    def partitions(self, topic: str) -> int:
+        """Number of partitions; raises UnknownTopic."""
+
+    @abc.abstractmethod
+    def max_message_bytes(self, topic: str) -> int:
+        """The topic's record size limit, as enforced before sending."""
+
+    @abc.abstractmethod
+    def send_async(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> PendingSend:
+        """Queue a record; its offset is known once acknowledged (see ``flush``)."""
+
+    @abc.abstractmethod
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every queued record is acknowledged or failed (raises on timeout)."""
+
+    def send(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> int:
+        """Send one record and wait until it is durably on the log; returns its offset."""
+        pending = self.send_async(topic, value, key=key, headers=headers)
+        self._wait(pending)
+        return pending.result()
+
+    @abc.abstractmethod
+    def _wait(self, pending: PendingSend) -> None:
+        """Block until ``pending`` is done or the send timeout passed (then set its error)."""
+
+    @abc.abstractmethod
+    def earliest_offset(self, topic: str, partition: int = 0) -> int: ...
+
+    @abc.abstractmethod
+    def latest_offset(self, topic: str, partition: int = 0) -> int:
+        """The offset the next record of this partition will get."""
+
+    @abc.abstractmethod
+    def consumer(
+        self, topic: str, position: Position, partitions: Sequence[int] | None = None
+    ) -> Consumer:
+        """A consumer of ``topic`` (all partitions unless given), each starting at ``position``."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def check_size(
+        self, topic: str, value: bytes, key: bytes | None, headers: Mapping[str, str] | None
+    ) -> None:
+        """Refuse a record larger than the topic's limit, before anything is sent."""
+        size = len(value) + (len(key) if key else 0) + RECORD_OVERHEAD_BYTES
+        if headers:
+            size += sum(len(k) + len(v) for k, v in headers.items())
+        limit = self.max_message_bytes(topic)
+        if size > limit:
+            raise MessageTooLarge(topic, size, limit)

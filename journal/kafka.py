@@ -1,0 +1,396 @@
+"""Kafka backend of the journal API, on confluent-kafka (librdkafka).
+
+* Producer: idempotent with acks=all, so a retried send never duplicates or reorders records.
+* Consumers: ``assign()`` at explicit offsets; no consumer-group commits — every agent owns its
+  offsets (the subscriber stores them in its content store).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import (
+    Consumer as RdConsumer,
+)
+from confluent_kafka import (
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from journal.api import (
+    RECORD_OVERHEAD_BYTES,
+    Consumer,
+    Journal,
+    PendingSend,
+    Position,
+    Record,
+    TopicSpec,
+)
+from journal.errors import JournalError, JournalUnavailable, UnknownTopic
+
+log = logging.getLogger(__name__)
+
+# How long a send may wait for its acknowledgement before failing with JournalUnavailable
+# (librdkafka message.timeout.ms). 30 s rides out a broker restart or leader election yet
+# answers a REST caller while it is still waiting.
+DEFAULT_SEND_TIMEOUT_S = 30.0
+# Admin and metadata calls (create topics, offsets): a reachable broker answers in
+# milliseconds; 10 s leaves room for a slow start without hanging a caller for long.
+DEFAULT_REQUEST_TIMEOUT_S = 10.0
+# linger.ms: wait up to 5 ms to batch records. Halves per-record overhead under load and adds
+# at most 5 ms to a single send, small next to the broker's acks=all round trip.
+PRODUCER_LINGER_MS = 5
+# How long produce() waits in total for room in librdkafka's local queue before failing.
+QUEUE_FULL_WAIT_S = 30.0
+# Poll step while waiting for one acknowledgement: short enough for a low-latency send.
+ACK_POLL_S = 0.05
+
+
+class KafkaJournal(Journal):
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        max_message_bytes: int = 1024 * 1024,
+        send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        client_config: Mapping[str, str] | None = None,
+    ) -> None:
+        """``client_config``: extra librdkafka settings (security: SASL, TLS) for every client."""
+        self.bootstrap_servers = bootstrap_servers
+        self.default_max_message_bytes = max_message_bytes
+        self.send_timeout_s = send_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self._common: dict[str, Any] = {"bootstrap.servers": bootstrap_servers}
+        self._common.update(client_config or {})
+        self._producer: Producer | None = None
+        self._producer_lock = threading.Lock()
+        self._admin: AdminClient | None = None
+        self._meta: RdConsumer | None = None
+        self._meta_lock = threading.Lock()
+        self._limits: dict[str, int] = {}
+        self._partitions: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ clients
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            with self._producer_lock:
+                if self._producer is None:
+                    self._producer = Producer(
+                        {
+                            **self._common,
+                            "acks": "all",
+                            "enable.idempotence": True,
+                            "linger.ms": PRODUCER_LINGER_MS,
+                            "message.timeout.ms": int(self.send_timeout_s * 1000),
+                            # Aligned with the topics: create_topics gives every topic a broker
+                            # limit >= this, so the broker never refuses a batch we built.
+                            "message.max.bytes": self.default_max_message_bytes
+                            + RECORD_OVERHEAD_BYTES,
+                            # Same key -> same partition as Java clients (Sling interop).
+                            "partitioner": "murmur2_random",
+                            "error_cb": _log_client_error,
+                        }
+                    )
+        return self._producer
+
+    @property
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient({**self._common, "error_cb": _log_client_error})
+        return self._admin
+
+    def _metadata_consumer(self) -> RdConsumer:
+        if self._meta is None:
+            self._meta = RdConsumer(_consumer_config(self._common))
+        return self._meta
+
+    # ------------------------------------------------------------------ topics
+    def create_topics(self, specs: Sequence[TopicSpec]) -> None:
+        new = []
+        for spec in specs:
+            config = {
+                # Broker-side limit >= the producer's, so size refusals only ever come from
+                # our own pre-send check (with a clear message).
+                "max.message.bytes": str(
+                    max(spec.max_message_bytes, self.default_max_message_bytes)
+                    + RECORD_OVERHEAD_BYTES
+                ),
+            }
+            if spec.retention_ms is not None:
+                config["retention.ms"] = str(spec.retention_ms)
+            new.append(NewTopic(spec.name, num_partitions=spec.partitions, config=config))
+        if not new:
+            return
+        futures = self.admin.create_topics(new, request_timeout=self.request_timeout_s)
+        for spec in specs:
+            try:
+                futures[spec.name].result(timeout=self.request_timeout_s)
+                log.info("created topic %s (%d partitions)", spec.name, spec.partitions)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise _journal_error(err, f"create topic {spec.name}") from exc
+            except Exception as exc:  # concurrent.futures.TimeoutError
+                raise JournalUnavailable(
+                    f"Kafka at {self.bootstrap_servers} did not create topic {spec.name} "
+                    f"within {self.request_timeout_s} s: {exc}"
+                ) from exc
+            self._limits[spec.name] = spec.max_message_bytes
+            self._partitions[spec.name] = spec.partitions
+
+    def partitions(self, topic: str) -> int:
+        count = self._partitions.get(topic)
+        if count is None:
+            try:
+                meta = self.admin.list_topics(topic, timeout=self.request_timeout_s)
+            except KafkaException as exc:
+                raise _journal_error(exc.args[0], f"describe topic {topic}") from exc
+            info = meta.topics.get(topic)
+            if info is None or info.error is not None or not info.partitions:
+                raise UnknownTopic(f"topic {topic!r} does not exist at {self.bootstrap_servers}")
+            count = len(info.partitions)
+            self._partitions[topic] = count
+        return count
+
+    def max_message_bytes(self, topic: str) -> int:
+        limit = self._limits.get(topic)
+        if limit is None:
+            limit = self._describe_limit(topic)
+            self._limits[topic] = limit
+        return limit
+
+    def _describe_limit(self, topic: str) -> int:
+        """A topic created elsewhere: its broker limit, capped by the producer's."""
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        try:
+            configs = self.admin.describe_configs(
+                [resource], request_timeout=self.request_timeout_s
+            )
+            entries = configs[resource].result(timeout=self.request_timeout_s)
+            broker_limit = int(entries["max.message.bytes"].value) - RECORD_OVERHEAD_BYTES
+        except Exception as exc:
+            log.warning("could not read max.message.bytes of %s (%s); using default", topic, exc)
+            return self.default_max_message_bytes
+        return min(broker_limit, self.default_max_message_bytes)
+
+    # ------------------------------------------------------------------ sending
+    def send_async(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> PendingSend:
+        self.check_size(topic, value, key, headers)
+        pending = PendingSend()
+        producer = self.producer
+        deadline = 0.0
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    value,
+                    key,
+                    headers=list(headers.items()) if headers else None,
+                    on_delivery=_Ack(pending, topic),
+                )
+                break
+            except BufferError:
+                # Local queue full: serve delivery reports until there is room.
+                now = time.monotonic()
+                deadline = deadline or now + QUEUE_FULL_WAIT_S
+                if now > deadline:
+                    raise JournalUnavailable(
+                        f"Kafka producer queue for {self.bootstrap_servers} stayed full for "
+                        f"{QUEUE_FULL_WAIT_S} s"
+                    ) from None
+                producer.poll(ACK_POLL_S)
+            except KafkaException as exc:
+                raise _journal_error(exc.args[0], f"send to {topic}") from exc
+        producer.poll(0)
+        return pending
+
+    def _wait(self, pending: PendingSend) -> None:
+        producer = self.producer
+        # librdkafka fails the record itself after message.timeout.ms; the extra second only
+        # covers delivery-report latency.
+        deadline = time.monotonic() + self.send_timeout_s + 1.0
+        while not pending.done:
+            if time.monotonic() > deadline:
+                pending.error = JournalUnavailable(
+                    f"no acknowledgement from Kafka at {self.bootstrap_servers} within "
+                    f"{self.send_timeout_s} s"
+                )
+                return
+            producer.poll(ACK_POLL_S)
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        if self._producer is None:
+            return
+        timeout = self.send_timeout_s + 1.0 if timeout_s is None else timeout_s
+        remaining = self._producer.flush(timeout)
+        if remaining:
+            raise JournalUnavailable(
+                f"{remaining} records not acknowledged by Kafka at {self.bootstrap_servers} "
+                f"within {timeout} s"
+            )
+
+    # ------------------------------------------------------------------ offsets
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        with self._meta_lock:
+            try:
+                low, high = self._metadata_consumer().get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=self.request_timeout_s
+                )
+            except KafkaException as exc:
+                raise _journal_error(exc.args[0], f"read offsets of {topic}-{partition}") from exc
+        return int(low), int(high)
+
+    def earliest_offset(self, topic: str, partition: int = 0) -> int:
+        return self._watermarks(topic, partition)[0]
+
+    def latest_offset(self, topic: str, partition: int = 0) -> int:
+        return self._watermarks(topic, partition)[1]
+
+    # ------------------------------------------------------------------ consuming
+    def consumer(
+        self, topic: str, position: Position, partitions: Sequence[int] | None = None
+    ) -> Consumer:
+        parts = list(partitions) if partitions is not None else list(range(self.partitions(topic)))
+        assignment = []
+        for p in parts:
+            low, high = self._watermarks(topic, p)
+            assignment.append(TopicPartition(topic, p, position.resolve(low, high)))
+        return KafkaConsumer(topic, _consumer_config(self._common), assignment)
+
+    def close(self) -> None:
+        if self._producer is not None:
+            remaining = self._producer.flush(self.send_timeout_s)
+            if remaining:
+                log.error("closing Kafka journal with %d unacknowledged records", remaining)
+            self._producer = None
+        if self._meta is not None:
+            self._meta.close()
+            self._meta = None
+
+
+class _Ack:
+    """Delivery report callback of one record (a class: cheaper than a closure per send)."""
+
+    __slots__ = ("pending", "topic")
+
+    def __init__(self, pending: PendingSend, topic: str) -> None:
+        self.pending = pending
+        self.topic = topic
+
+    def __call__(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self.pending.error = _journal_error(err, f"send to {self.topic}")
+        else:
+            self.pending.partition = msg.partition()
+            self.pending.offset = msg.offset()
+
+
+class KafkaConsumer(Consumer):
+    def __init__(self, topic: str, config: dict[str, Any], assignment: list[TopicPartition]):
+        self.topic = topic
+        self._consumer = RdConsumer(config)
+        self._consumer.assign(assignment)
+        self._next = {tp.partition: tp.offset for tp in assignment}
+
+    def poll(self, timeout_s: float, max_records: int = 500) -> list[Record]:
+        messages = self._consumer.consume(num_messages=max_records, timeout=timeout_s)
+        records: list[Record] = []
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                if err.fatal():
+                    raise _journal_error(err, f"consume {self.topic}")
+                log.warning("consumer of %s: %s", self.topic, err)
+                continue
+            raw_headers = msg.headers()
+            headers = (
+                {k: v.decode("utf-8", "replace") if v is not None else "" for k, v in raw_headers}
+                if raw_headers
+                else {}
+            )
+            partition = msg.partition()
+            offset = msg.offset()
+            self._next[partition] = offset + 1
+            records.append(
+                Record(
+                    self.topic,
+                    partition,
+                    offset,
+                    msg.timestamp()[1],
+                    msg.key(),
+                    headers,
+                    msg.value() or b"",
+                )
+            )
+        return records
+
+    def seek(self, partition: int, offset: int) -> None:
+        self._consumer.assign(
+            [TopicPartition(self.topic, partition, offset)]
+            + [TopicPartition(self.topic, p, o) for p, o in self._next.items() if p != partition]
+        )
+        self._next[partition] = offset
+
+    def positions(self) -> dict[int, int]:
+        return dict(self._next)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def _consumer_config(common: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        **common,
+        # A group id is mandatory in librdkafka even with assign(); nothing is ever committed.
+        "group.id": f"scd-reader-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        # A position deleted by retention restarts at the oldest retained record, as a log
+        # reader expects; the gap is visible through the record offsets.
+        "auto.offset.reset": "earliest",
+        "enable.partition.eof": False,
+        "error_cb": _log_client_error,
+    }
+
+
+def _log_client_error(err: KafkaError) -> None:
+    # Transport errors while a broker restarts are expected and retried by librdkafka.
+    log.warning("kafka client: %s", err)
+
+
+def _journal_error(err: KafkaError, action: str) -> JournalError:
+    code = err.code()
+    if code == KafkaError.MSG_SIZE_TOO_LARGE:
+        return JournalError(f"{action}: broker refused the record size: {err.str()}")
+    if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+        return UnknownTopic(f"{action}: {err.str()}")
+    if err.retriable() or code in (
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError.REQUEST_TIMED_OUT,
+    ):
+        return JournalUnavailable(f"{action}: Kafka unavailable: {err.str()}")
+    return JournalError(f"{action}: {err.str()}")
+
+
+__all__ = ["KafkaConsumer", "KafkaJournal"]
