@@ -1,0 +1,236 @@
+"""Contract of the journal API: every backend runs this suite unchanged.
+
+A backend's test module subclasses ``JournalContract`` and provides the fixtures ``journal``
+(a Journal) and ``new_topic`` (a factory creating a fresh uniquely named topic).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+import pytest
+
+from journal.api import RECORD_OVERHEAD_BYTES, Journal, Position, Record
+from journal.errors import MessageTooLarge, UnknownTopic
+from journal.messaging import MessagePoller, MessageSender
+from journal.wire import messages as m
+
+NewTopic = Callable[..., str]
+
+
+def read_all(journal: Journal, topic: str, position: Position, expected: int) -> list[Record]:
+    """Poll until ``expected`` records arrived (or 30 s passed)."""
+    records: list[Record] = []
+    deadline = time.monotonic() + 30
+    with journal.consumer(topic, position) as consumer:
+        while len(records) < expected and time.monotonic() < deadline:
+            records.extend(consumer.poll(0.5))
+        # Anything beyond the expected count shows up in one more short poll.
+        records.extend(consumer.poll(0.3))
+    return records
+
+
+def status(offset: int) -> m.PackageStatusMessage:
+    return m.PackageStatusMessage(
+        sub_sling_id="sub-1", sub_agent_name="agent", pub_agent_name="pub", offset=offset,
+        status=m.Status.IMPORTED,
+    )
+
+
+class JournalContract:
+    def expire(self, journal: Journal) -> None:
+        """Let the backend apply retention now (Kafka does it on its own schedule)."""
+
+    # ------------------------------------------------------------------ send / offsets
+    def test_offsets_are_monotonic_and_latest_is_next(
+        self, journal: Journal, new_topic: NewTopic
+    ) -> None:
+        topic = new_topic()
+        assert journal.latest_offset(topic) == journal.earliest_offset(topic)
+        first = journal.latest_offset(topic)
+        offsets = [journal.send(topic, f"v{i}".encode()) for i in range(5)]
+        assert offsets == list(range(first, first + 5))
+        assert journal.latest_offset(topic) == first + 5
+        assert journal.earliest_offset(topic) == first
+
+    def test_send_async_and_flush(self, journal: Journal, new_topic: NewTopic) -> None:
+        topic = new_topic()
+        pending = [journal.send_async(topic, b"x" * 100) for _ in range(50)]
+        journal.flush()
+        assert all(p.done for p in pending)
+        assert sorted(p.result() for p in pending) == list(range(50))
+        assert journal.latest_offset(topic) == 50
+
+    def test_record_info_round_trips(self, journal: Journal, new_topic: NewTopic) -> None:
+        topic = new_topic()
+        before_ms = int(time.time() * 1000)
+        offset = journal.send(topic, b"\x00\xffpayload", key=b"k1", headers={"type": "T", "x": "é"})
+        (record,) = read_all(journal, topic, Position.at(offset), 1)
+        assert (record.topic, record.partition, record.offset) == (topic, 0, offset)
+        assert record.value == b"\x00\xffpayload"
+        assert record.key == b"k1"
+        assert record.headers == {"type": "T", "x": "é"}
+        assert before_ms - 5000 <= record.timestamp_ms <= int(time.time() * 1000) + 5000
+
+    def test_keyed_sends_stick_to_one_partition(
+        self, journal: Journal, new_topic: NewTopic
+    ) -> None:
+        topic = new_topic(partitions=3)
+        assert journal.partitions(topic) == 3
+        for i in range(30):
+            journal.send(topic, f"{i}".encode(), key=f"agent-{i % 5}".encode())
+        records = read_all(journal, topic, Position.earliest(), 30)
+        assert len(records) == 30
+        by_key: dict[bytes | None, set[int]] = {}
+        for r in records:
+            by_key.setdefault(r.key, set()).add(r.partition)
+        assert all(len(parts) == 1 for parts in by_key.values()), by_key
+        # Per partition, offsets increase in the order they were read.
+        for p in {r.partition for r in records}:
+            offs = [r.offset for r in records if r.partition == p]
+            assert offs == sorted(offs)
+
+    # ------------------------------------------------------------------ positions
+    def test_positions(self, journal: Journal, new_topic: NewTopic) -> None:
+        topic = new_topic()
+        for i in range(10):
+            journal.send(topic, str(i).encode())
+
+        def values(position: Position, expected: int) -> list[bytes]:
+            return [r.value for r in read_all(journal, topic, position, expected)]
+
+        assert values(Position.earliest(), 10) == [str(i).encode() for i in range(10)]
+        assert values(Position.at(7), 3) == [b"7", b"8", b"9"]
+        assert values(Position.earliest(8), 2) == [b"8", b"9"]
+        assert values(Position.latest(-2), 2) == [b"8", b"9"]
+        assert values(Position.latest(-100), 10)[0] == b"0"  # clamped to earliest
+        assert values(Position.at(1000), 0) == []  # clamped to latest: nothing yet
+
+    def test_latest_sees_only_new_records(self, journal: Journal, new_topic: NewTopic) -> None:
+        topic = new_topic()
+        journal.send(topic, b"old")
+        with journal.consumer(topic, Position.latest()) as consumer:
+            assert consumer.poll(0.3) == []
+            journal.send(topic, b"new")
+            got: list[Record] = []
+            deadline = time.monotonic() + 15
+            while not got and time.monotonic() < deadline:
+                got = consumer.poll(0.5)
+            assert [r.value for r in got] == [b"new"]
+            assert consumer.positions() == {0: 2}
+
+    def test_seek(self, journal: Journal, new_topic: NewTopic) -> None:
+        topic = new_topic()
+        for i in range(5):
+            journal.send(topic, str(i).encode())
+        with journal.consumer(topic, Position.latest()) as consumer:
+            consumer.seek(0, 3)
+            got: list[Record] = []
+            deadline = time.monotonic() + 15
+            while len(got) < 2 and time.monotonic() < deadline:
+                got.extend(consumer.poll(0.5))
+            assert [r.offset for r in got] == [3, 4]
+
+    # ------------------------------------------------------------------ topics
+    def test_create_topics_is_idempotent(self, journal: Journal, new_topic: NewTopic) -> None:
+        topic = new_topic(partitions=2)
+        journal.send(topic, b"kept")
+        from journal.api import TopicSpec
+
+        journal.create_topics([TopicSpec(topic, partitions=2)])
+        assert journal.partitions(topic) == 2
+        assert journal.latest_offset(topic, 0) + journal.latest_offset(topic, 1) == 1
+
+    def test_unknown_topic(self, journal: Journal) -> None:
+        with pytest.raises(UnknownTopic):
+            journal.partitions(f"no-such-topic-{os.getpid()}-{time.time_ns()}")
+
+    def test_retention_deletes_old_records_offsets_keep_growing(
+        self, journal: Journal, new_topic: NewTopic
+    ) -> None:
+        topic = new_topic(retention_ms=1000)
+        for i in range(3):
+            journal.send(topic, str(i).encode())
+        time.sleep(1.5)
+        deadline = time.monotonic() + 60
+        while journal.earliest_offset(topic) < 3 and time.monotonic() < deadline:
+            # A later record closes the old segment (Kafka deletes closed segments only).
+            journal.send(topic, b"later")
+            self.expire(journal)
+            time.sleep(1)
+        assert journal.earliest_offset(topic) >= 3
+        assert journal.send(topic, b"next") >= 4  # offsets are never reused
+
+    # ------------------------------------------------------------------ limits
+    def test_too_large_is_refused_before_sending(
+        self, journal: Journal, new_topic: NewTopic
+    ) -> None:
+        limit = 64 * 1024
+        topic = new_topic(max_message_bytes=limit)
+        assert journal.max_message_bytes(topic) == limit
+        with pytest.raises(MessageTooLarge) as info:
+            journal.send(topic, b"x" * limit)
+        assert info.value.limit == limit
+        assert info.value.size > limit
+        assert str(limit) in str(info.value) and str(info.value.size) in str(info.value)
+        assert journal.latest_offset(topic) == 0  # nothing was sent
+        # The largest record the check lets through is accepted end to end.
+        largest = b"y" * (limit - RECORD_OVERHEAD_BYTES)
+        offset = journal.send(topic, largest)
+        (record,) = read_all(journal, topic, Position.at(offset), 1)
+        assert record.value == largest
+
+    # ------------------------------------------------------------------ typed messaging
+    def test_poller_skips_garbage_and_unknown_types(
+        self, journal: Journal, new_topic: NewTopic
+    ) -> None:
+        topic = new_topic()
+        sender = MessageSender(journal, topic)
+        sender.send(status(1))
+        for name in m.MESSAGE_TYPES:
+            if name != "PingMessage":  # every byte string is a valid empty PingMessage
+                journal.send(topic, os.urandom(64), headers={"type": name, "version": "1"})
+        journal.send(topic, b"whatever", headers={"type": "FutureMessage", "version": "9"})
+        journal.send(topic, b"no headers at all")
+        sender.send(status(2))
+
+        seen: list[tuple[int, int]] = []
+        poller = MessagePoller(
+            journal, topic, Position.earliest(),
+            {m.PackageStatusMessage: lambda msg, rec: seen.append((msg.offset, rec.offset))},
+        )
+        deadline = time.monotonic() + 30
+        while len(seen) < 2 and time.monotonic() < deadline:
+            poller.poll_once()
+        poller.stop()
+        garbage = len(m.MESSAGE_TYPES) - 1
+        assert [s[0] for s in seen] == [1, 2]
+        assert seen[1][1] == garbage + 3  # the record after all the garbage
+        assert poller.counts["undecodable"] == garbage
+        assert poller.counts["unknown_type"] == 2
+        assert poller.counts["delivered"] == 2
+
+    def test_poller_thread_and_handler_errors(self, journal: Journal, new_topic: NewTopic) -> None:
+        topic = new_topic()
+        sender = MessageSender(journal, topic)
+        got: list[int] = []
+
+        def handle(msg: m.PackageStatusMessage, rec: Record) -> None:
+            if msg.offset == 1:
+                raise RuntimeError("handler bug")
+            got.append(msg.offset)
+
+        poller = MessagePoller(journal, topic, Position.earliest(), {m.PackageStatusMessage: handle})
+        poller.start()
+        try:
+            for i in range(1, 4):
+                sender.send(status(i))
+            deadline = time.monotonic() + 30
+            while len(got) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            poller.stop()
+        assert got == [2, 3]
+        assert poller.counts["handler_error"] == 1
