@@ -24,7 +24,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
 from journal.api import (
     RECORD_OVERHEAD_BYTES,
@@ -51,6 +51,8 @@ DEFAULT_REQUEST_TIMEOUT_S = 10.0
 PRODUCER_LINGER_MS = 5
 # How long produce() waits in total for room in librdkafka's local queue before failing.
 QUEUE_FULL_WAIT_S = 30.0
+# Kafka's default segment.ms (7 days): segments are never kept open longer than that.
+MAX_SEGMENT_MS = 7 * 24 * 3600 * 1000
 # Poll step while waiting for one acknowledgement: short enough for a low-latency send.
 ACK_POLL_S = 0.05
 
@@ -88,6 +90,7 @@ class KafkaJournal(Journal):
                 if self._producer is None:
                     self._producer = Producer(
                         {
+                            "error_cb": _log_client_error,
                             **self._common,
                             "acks": "all",
                             "enable.idempotence": True,
@@ -99,7 +102,6 @@ class KafkaJournal(Journal):
                             + RECORD_OVERHEAD_BYTES,
                             # Same key -> same partition as Java clients (Sling interop).
                             "partitioner": "murmur2_random",
-                            "error_cb": _log_client_error,
                         }
                     )
         return self._producer
@@ -107,7 +109,8 @@ class KafkaJournal(Journal):
     @property
     def admin(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient({**self._common, "error_cb": _log_client_error})
+            config: dict[str, Any] = {"error_cb": _log_client_error, **self._common}
+            self._admin = AdminClient(config)
         return self._admin
 
     def _metadata_consumer(self) -> RdConsumer:
@@ -129,6 +132,9 @@ class KafkaJournal(Journal):
             }
             if spec.retention_ms is not None:
                 config["retention.ms"] = str(spec.retention_ms)
+                # Kafka deletes whole closed segments only; a segment rolls after segment.ms
+                # (default 7 days), so a shorter retention needs segments at most that long.
+                config["segment.ms"] = str(min(spec.retention_ms, MAX_SEGMENT_MS))
             new.append(NewTopic(spec.name, num_partitions=spec.partitions, config=config))
         if not new:
             return
@@ -320,14 +326,14 @@ class KafkaConsumer(Consumer):
                     raise _journal_error(err, f"consume {self.topic}")
                 log.warning("consumer of %s: %s", self.topic, err)
                 continue
-            raw_headers = msg.headers()
+            raw_headers: list[tuple[str, bytes | None]] | None = msg.headers()  # type: ignore[assignment]
             headers = (
                 {k: v.decode("utf-8", "replace") if v is not None else "" for k, v in raw_headers}
                 if raw_headers
                 else {}
             )
-            partition = msg.partition()
-            offset = msg.offset()
+            partition: int = msg.partition()  # type: ignore[assignment]
+            offset: int = msg.offset()  # type: ignore[assignment]
             self._next[partition] = offset + 1
             records.append(
                 Record(

@@ -94,9 +94,9 @@ def missing_required(message: Message, prefix: str = "") -> list[str]:
     """Dotted names of Sling-required fields that are not set, nested messages included."""
     missing: list[str] = []
     name = message.DESCRIPTOR.name
-    for field in REQUIRED_FIELDS.get(name, ()):
-        if not message.HasField(field):
-            missing.append(f"{prefix}{name}.{field}")
+    for required in REQUIRED_FIELDS.get(name, ()):
+        if not message.HasField(required):
+            missing.append(f"{prefix}{name}.{required}")
     for field, value in message.ListFields():
         if field.message_type is None or field.message_type.GetOptions().map_entry:
             continue

@@ -1,0 +1,20 @@
+"""Open the journal backend a JournalSettings names."""
+
+from __future__ import annotations
+
+from journal.api import Journal
+from journal.kafka import KafkaJournal
+from journal.settings import JournalSettings
+from journal.sqlite import SqliteJournal
+
+
+def open_journal(settings: JournalSettings) -> Journal:
+    if settings.backend == "kafka":
+        return KafkaJournal(
+            settings.bootstrap_servers,
+            max_message_bytes=settings.max_message_bytes,
+            send_timeout_s=settings.send_timeout_s,
+            request_timeout_s=settings.request_timeout_s,
+            client_config=settings.client_config(),
+        )
+    return SqliteJournal(settings.sqlite_path, max_message_bytes=settings.max_message_bytes)
