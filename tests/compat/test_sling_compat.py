@@ -46,15 +46,21 @@ def defaults_only() -> list[Message]:
     return [
         m.PackageMessage(pub_sling_id="", pkg_id="", req_type=m.ReqType.ADD, pkg_type=""),
         m.PackageStatusMessage(
-            sub_sling_id="", sub_agent_name="", pub_agent_name="", offset=0,
+            sub_sling_id="",
+            sub_agent_name="",
+            pub_agent_name="",
+            offset=0,
             status=m.Status.REMOVED_FAILED,
         ),
         m.DiscoveryMessage(
-            sub_sling_id="", sub_agent_name="",
+            sub_sling_id="",
+            sub_agent_name="",
             subscriber_state=[m.SubscriberState(pub_agent_name="", offset=0)],
             subscriber_configuration=m.SubscriberConfiguration(editable=False, max_retries=0),
         ),
-        m.CommandMessage(sub_sling_id="", sub_agent_name="", clear_command=m.ClearCommand(offset=0)),
+        m.CommandMessage(
+            sub_sling_id="", sub_agent_name="", clear_command=m.ClearCommand(offset=0)
+        ),
         m.PingMessage(),
     ]
 
@@ -62,17 +68,31 @@ def defaults_only() -> list[Message]:
 def typical() -> list[Message]:
     return [
         m.PackageMessage(
-            pub_sling_id="pub-1", pub_agent_name="publish", pkg_id="pkg-42",
-            req_type=m.ReqType.DELETE, pkg_length=1234, pkg_binary=b"\x01\x02", paths=["/a", "/b"],
-            deep_paths=["/a"], pkg_binary_ref="packages/pkg-42", pkg_type="scd-content",
-            user_id="admin", metadata={"k": "v"}, created_ms=1_700_000_000_000, checksum="ab" * 32,
+            pub_sling_id="pub-1",
+            pub_agent_name="publish",
+            pkg_id="pkg-42",
+            req_type=m.ReqType.DELETE,
+            pkg_length=1234,
+            pkg_binary=b"\x01\x02",
+            paths=["/a", "/b"],
+            deep_paths=["/a"],
+            pkg_binary_ref="packages/pkg-42",
+            pkg_type="scd-content",
+            user_id="admin",
+            metadata={"k": "v"},
+            created_ms=1_700_000_000_000,
+            checksum="ab" * 32,
         ),
         m.PackageStatusMessage(
-            sub_sling_id="s", sub_agent_name="sub", pub_agent_name="publish", offset=99,
+            sub_sling_id="s",
+            sub_agent_name="sub",
+            pub_agent_name="publish",
+            offset=99,
             status=m.Status.IMPORTED,
         ),
         m.DiscoveryMessage(
-            sub_sling_id="s", sub_agent_name="sub",
+            sub_sling_id="s",
+            sub_agent_name="sub",
             subscriber_state=[
                 m.SubscriberState(pub_agent_name="a", offset=5, retries=2),
                 m.SubscriberState(pub_agent_name="b", offset=7),
@@ -80,7 +100,9 @@ def typical() -> list[Message]:
             subscriber_configuration=m.SubscriberConfiguration(editable=True, max_retries=-1),
         ),
         m.CommandMessage(
-            sub_sling_id="s", sub_agent_name="sub", clear_command=m.ClearCommand(offset=12),
+            sub_sling_id="s",
+            sub_agent_name="sub",
+            clear_command=m.ClearCommand(offset=12),
             pub_agent_name="publish",
         ),
     ]

@@ -12,7 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, str(ROOT / "proto" / "generate.py"), "--out", str(tmp_path)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.split()
     assert out, "generator produced nothing"
     for generated in map(Path, out):

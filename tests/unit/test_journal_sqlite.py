@@ -61,5 +61,7 @@ def test_processes_share_one_file_with_unique_monotonic_offsets(tmp_path: Path) 
         records = read_all(j, "shared", Position.earliest(), workers * per_worker)
     assert [r.offset for r in records] == list(range(workers * per_worker))
     for w in range(workers):  # each writer's records keep their order
-        mine = [int(r.value.split(b":")[1]) for r in records if r.value.startswith(f"{w}:".encode())]
+        mine = [
+            int(r.value.split(b":")[1]) for r in records if r.value.startswith(f"{w}:".encode())
+        ]
         assert mine == list(range(per_worker))
