@@ -3,12 +3,32 @@
 Each service comes from (in order): environment variables, testcontainers when a Docker engine
 answers, else the native processes started by the deploy/ scripts. Tests see only these
 classes, never how the service was obtained.
+
+Environment variables (``deploy/services.sh env`` prints them for the native services):
+
+* ``SCD_TEST_KAFKA_BOOTSTRAP`` -- a Kafka bootstrap address (``host:port``);
+* ``SCD_TEST_S3_ENDPOINT``, ``SCD_TEST_S3_ACCESS_KEY``, ``SCD_TEST_S3_SECRET_KEY``,
+  ``SCD_TEST_S3_REGION`` -- an S3-compatible server;
+* ``SCD_TEST_SERVICES_NATIVE=1`` -- those addresses are the deploy/ scripts' native servers on
+  this machine, so tests may stop and start them through the scripts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import os
+import re
+import secrets
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 
 @dataclass
@@ -58,3 +78,424 @@ class S3Service:
     def start(self) -> None:
         assert self._start is not None, "this S3 service cannot be started by tests"
         self._start()
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEPLOY_DIR = REPO_ROOT / "deploy"
+
+# The first native start installs the servers before starting them (fetching jars, and a Go
+# build of several minutes on a 2-core machine); 20 minutes fails a hung script without
+# cutting a slow first install short.
+DEPLOY_SCRIPT_TIMEOUT_S = 1200.0
+# Probing Docker must not slow down machines without it: 3 s is ample for a local engine.
+DOCKER_PING_TIMEOUT_S = 3
+# After a container is started or unpaused, how long its service may take to answer again
+# (a Kafka broker resuming from a pause is back within seconds; 60 s covers a loaded host).
+CONTAINER_READY_TIMEOUT_S = 60.0
+# Pause between readiness attempts on a container.
+CONTAINER_READY_POLL_S = 0.5
+# Each readiness request may take this long before the attempt counts as failed.
+CONTAINER_PROBE_REQUEST_TIMEOUT_S = 5.0
+
+# Images for the testcontainers path. cp-kafka 7.9 is Kafka 3.9, the newest line the
+# testcontainers KafkaContainer (built around Confluent images) is known to start in KRaft mode.
+KAFKA_IMAGE = "confluentinc/cp-kafka:7.9.0"
+MINIO_IMAGE = "minio/minio:RELEASE.2025-04-22T22-12-26Z"
+MINIO_PORT = 9000
+
+# The broker settings of deploy/kafka.sh that tests depend on, for the Kafka container.
+KAFKA_CONTAINER_ENV = {
+    "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
+    "KAFKA_MESSAGE_MAX_BYTES": "16777216",
+    "KAFKA_REPLICA_FETCH_MAX_BYTES": "16777216",
+    "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+    "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+    # Retention tests need deletions within seconds, as with the native broker.
+    "KAFKA_LOG_RETENTION_CHECK_INTERVAL_MS": "5000",
+    "KAFKA_LOG_INITIAL_TASK_DELAY_MS": "0",
+}
+
+
+class DeployScriptError(RuntimeError):
+    """A deploy/ script failed; the message carries its output."""
+
+
+def run_deploy(
+    script: str, *args: str, env: Mapping[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run ``deploy/<script> <args>`` and return its result (raise on failure if ``check``)."""
+    proc = subprocess.run(
+        ["bash", str(DEPLOY_DIR / script), *args],
+        env=dict(env if env is not None else os.environ),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=DEPLOY_SCRIPT_TIMEOUT_S,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        raise DeployScriptError(
+            f"deploy/{script} {' '.join(args)} exited with {proc.returncode}\n"
+            f"--- stdout ---\n{proc.stdout}--- stderr ---\n{proc.stderr}"
+        )
+    return proc
+
+
+def native_defaults(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The SCD_TEST_* variables describing the native services (``deploy/services.sh env``)."""
+    out = run_deploy("services.sh", "env", env=env).stdout
+    values: dict[str, str] = {}
+    for line in out.splitlines():
+        words = shlex.split(line)
+        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+            name, _, value = words[1].partition("=")
+            values[name] = value
+    return values
+
+
+@functools.cache
+def docker_available() -> bool:
+    """True when a Docker engine answers (then testcontainers provides the services)."""
+    try:
+        import docker
+
+        docker.from_env(timeout=DOCKER_PING_TIMEOUT_S).ping()
+    except Exception:
+        return False
+    return True
+
+
+def _wait_until(ready: Callable[[], None], what: str) -> None:
+    deadline = time.monotonic() + CONTAINER_READY_TIMEOUT_S
+    while True:
+        try:
+            ready()
+            return
+        except Exception as exc:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{what} not ready after {CONTAINER_READY_TIMEOUT_S}s") from exc
+        time.sleep(CONTAINER_READY_POLL_S)
+
+
+def _kafka_answers(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    metadata = admin.list_topics(timeout=CONTAINER_PROBE_REQUEST_TIMEOUT_S)
+    if not metadata.brokers:
+        raise RuntimeError("no broker registered yet")
+
+
+def _s3_answers(endpoint_url: str, access_key: str, secret_key: str, region: str) -> None:
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
+        region_name=region,
+        config=Config(
+            connect_timeout=CONTAINER_PROBE_REQUEST_TIMEOUT_S,
+            read_timeout=CONTAINER_PROBE_REQUEST_TIMEOUT_S,
+            retries={"max_attempts": 1},
+        ),
+    )
+    client.list_buckets()
+
+
+def _native_enabled() -> bool:
+    return os.environ.get("SCD_TEST_SERVICES_NATIVE") == "1"
+
+
+def _local_port(address: str, variable: str) -> str:
+    """The port of a 127.0.0.1/localhost address; native restarts only reach this machine."""
+    parts = urlsplit(address if "//" in address else f"//{address}")
+    if parts.hostname not in ("127.0.0.1", "localhost") or parts.port is None:
+        raise ValueError(
+            f"SCD_TEST_SERVICES_NATIVE=1 needs a 127.0.0.1 address with a port, got {address!r}"
+        )
+    configured = os.environ.get(variable)
+    if configured and configured != str(parts.port):
+        raise ValueError(f"{variable}={configured} disagrees with {address!r}")
+    return str(parts.port)
+
+
+def _script_action(script: str, action: str, env: Mapping[str, str]) -> Callable[[], None]:
+    def act() -> None:
+        run_deploy(script, action, env=env)
+
+    return act
+
+
+# ---------------------------------------------------------------- Kafka
+
+
+@contextmanager
+def provide_kafka() -> Iterator[KafkaService]:
+    """A Kafka broker for the test session, from the first source that is available."""
+    bootstrap = os.environ.get("SCD_TEST_KAFKA_BOOTSTRAP")
+    if bootstrap:
+        if _native_enabled():
+            env = {**os.environ, "SCD_KAFKA_PORT": _local_port(bootstrap, "SCD_KAFKA_PORT")}
+            yield KafkaService(
+                bootstrap,
+                "env",
+                _stop=_script_action("kafka.sh", "stop", env),
+                _start=_script_action("kafka.sh", "start", env),
+            )
+        else:
+            yield KafkaService(bootstrap, "env")
+    elif docker_available():
+        with _kafka_container() as service:
+            yield service
+    else:
+        with _native_kafka() as service:
+            yield service
+
+
+@contextmanager
+def _kafka_container() -> Iterator[KafkaService]:
+    try:
+        from testcontainers.community.kafka import KafkaContainer
+    except ImportError:  # testcontainers < 4.14 kept the modules at the top level
+        from testcontainers.kafka import KafkaContainer
+
+    container: Any = KafkaContainer(KAFKA_IMAGE).with_kraft()
+    for name, value in KAFKA_CONTAINER_ENV.items():
+        container.with_env(name, value)
+    container.start()
+    try:
+        bootstrap: str = container.get_bootstrap_server()
+        _wait_until(lambda: _kafka_answers(bootstrap), f"Kafka container at {bootstrap}")
+
+        # A paused container keeps its sockets open but answers nothing: to a client that is
+        # a broker gone silent, the fault the outage tests need.
+        def stop() -> None:
+            container.get_wrapped_container().pause()
+
+        def start() -> None:
+            container.get_wrapped_container().unpause()
+            _wait_until(lambda: _kafka_answers(bootstrap), f"Kafka container at {bootstrap}")
+
+        yield KafkaService(bootstrap, "testcontainers", _stop=stop, _start=start)
+    finally:
+        _unpause_and_stop(container)
+
+
+@contextmanager
+def _native_kafka() -> Iterator[KafkaService]:
+    bootstrap = native_defaults()["SCD_TEST_KAFKA_BOOTSTRAP"]
+    was_running = run_deploy("kafka.sh", "status", check=False).returncode == 0
+    run_deploy("kafka.sh", "start")  # installs the broker first when needed
+    try:
+        yield KafkaService(
+            bootstrap,
+            "native",
+            _stop=_script_action("kafka.sh", "stop", os.environ),
+            _start=_script_action("kafka.sh", "start", os.environ),
+        )
+    finally:
+        # Leave the machine as found: stop what this session started, and bring back a
+        # broker that was already running (a test may have left it stopped).
+        run_deploy("kafka.sh", "start" if was_running else "stop")
+
+
+# ---------------------------------------------------------------- S3
+
+
+@contextmanager
+def provide_s3() -> Iterator[S3Service]:
+    """An S3-compatible server for the test session, from the first source available."""
+    endpoint = os.environ.get("SCD_TEST_S3_ENDPOINT")
+    if endpoint:
+        defaults = native_defaults() if _native_enabled() else {}
+
+        def setting(name: str) -> str:
+            value = os.environ.get(name) or defaults.get(name)
+            if not value:
+                raise ValueError(f"SCD_TEST_S3_ENDPOINT is set but {name} is not")
+            return value
+
+        access_key = setting("SCD_TEST_S3_ACCESS_KEY")
+        secret_key = setting("SCD_TEST_S3_SECRET_KEY")
+        region = os.environ.get("SCD_TEST_S3_REGION") or "us-east-1"
+        if _native_enabled():
+            env = {
+                **os.environ,
+                "SCD_S3_PORT": _local_port(endpoint, "SCD_S3_PORT"),
+                "SCD_S3_ACCESS_KEY": access_key,
+                "SCD_S3_SECRET_KEY": secret_key,
+                "SCD_S3_REGION": region,
+            }
+            yield S3Service(
+                endpoint,
+                access_key,
+                secret_key,
+                region,
+                "env",
+                _stop=_script_action("s3.sh", "stop", env),
+                _start=_script_action("s3.sh", "start", env),
+            )
+        else:
+            yield S3Service(endpoint, access_key, secret_key, region, "env")
+    elif docker_available():
+        with _minio_container() as service:
+            yield service
+    else:
+        with _native_s3() as service:
+            yield service
+
+
+@contextmanager
+def _minio_container() -> Iterator[S3Service]:
+    # A plain container rather than testcontainers' MinioContainer, which needs the `minio`
+    # client package.
+    from testcontainers.core.container import DockerContainer
+
+    access_key, secret_key, region = "scdadmin", "scdadmin-secret", "us-east-1"
+    container: Any = (
+        DockerContainer(MINIO_IMAGE)
+        .with_env("MINIO_ROOT_USER", access_key)
+        .with_env("MINIO_ROOT_PASSWORD", secret_key)
+        .with_env("MINIO_REGION", region)
+        .with_exposed_ports(MINIO_PORT)
+        .with_command(f"server /data --address :{MINIO_PORT}")
+    )
+    container.start()
+    try:
+        endpoint = (
+            f"http://{container.get_container_host_ip()}:{container.get_exposed_port(MINIO_PORT)}"
+        )
+
+        def answers() -> None:
+            _s3_answers(endpoint, access_key, secret_key, region)
+
+        _wait_until(answers, f"MinIO container at {endpoint}")
+
+        def stop() -> None:
+            container.get_wrapped_container().pause()
+
+        def start() -> None:
+            container.get_wrapped_container().unpause()
+            _wait_until(answers, f"MinIO container at {endpoint}")
+
+        yield S3Service(
+            endpoint, access_key, secret_key, region, "testcontainers", _stop=stop, _start=start
+        )
+    finally:
+        _unpause_and_stop(container)
+
+
+@contextmanager
+def _native_s3() -> Iterator[S3Service]:
+    settings = native_defaults()
+    was_running = run_deploy("s3.sh", "status", check=False).returncode == 0
+    run_deploy("s3.sh", "start")  # builds the server first when needed
+    try:
+        yield S3Service(
+            settings["SCD_TEST_S3_ENDPOINT"],
+            settings["SCD_TEST_S3_ACCESS_KEY"],
+            settings["SCD_TEST_S3_SECRET_KEY"],
+            settings["SCD_TEST_S3_REGION"],
+            "native",
+            _stop=_script_action("s3.sh", "stop", os.environ),
+            _start=_script_action("s3.sh", "start", os.environ),
+        )
+    finally:
+        run_deploy("s3.sh", "start" if was_running else "stop")
+
+
+def _unpause_and_stop(container: Any) -> None:
+    wrapped = container.get_wrapped_container()
+    wrapped.reload()
+    if wrapped.status == "paused":  # a paused container cannot be stopped
+        wrapped.unpause()
+    container.stop()
+
+
+# ---------------------------------------------------------------- helpers
+
+
+# Room for suffixes: S3 bucket names stop at 63 characters, and tests append their own parts.
+_NAME_HINT_CHARS = 20
+
+
+def unique_name(hint: str) -> str:
+    """A short name valid for Kafka topics and S3 buckets, unique across test runs.
+
+    Lowercase letters, digits and hyphens; starts with a letter; the hint (usually the test
+    name) makes leftovers on a shared server recognisable.
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", hint.lower().removeprefix("test_")).strip("-")
+    slug = slug[:_NAME_HINT_CHARS].strip("-")
+    if not slug[:1].isalpha():
+        slug = f"t{slug}"
+    return f"{slug}-{secrets.token_hex(4)}"
+
+
+def java_available() -> bool:
+    return shutil.which("java") is not None
+
+
+# Delta rebuilds table state with 50 tasks and Spark shuffles into 200 by default: on small
+# test tables that is pure overhead, so both use 2 tasks (one per core of a small runner).
+SPARK_TEST_PARALLELISM = "2"
+
+
+@contextmanager
+def local_spark() -> Iterator[Any]:
+    """A local SparkSession with Delta Lake and s3a on its classpath.
+
+    The JVM that the first session starts keeps its classpath for the life of the Python
+    process, so a test run must share one session, created with every jar any test needs:
+    the Delta jars and the s3a filesystem (S3 settings come later, see ``use_s3``).
+    """
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("scd-tests")
+        .config("spark.jars", ",".join(spark_jars(s3a=True)))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
+        .config("spark.sql.shuffle.partitions", SPARK_TEST_PARALLELISM)
+        .config("spark.databricks.delta.snapshotPartitions", SPARK_TEST_PARALLELISM)
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def use_s3(spark: Any, s3: S3Service) -> None:
+    """Point the session's s3a:// filesystem at ``s3`` (for buckets opened from now on)."""
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in {
+        "fs.s3a.endpoint": s3.endpoint_url,
+        "fs.s3a.endpoint.region": s3.region,
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.connection.ssl.enabled": str(s3.endpoint_url.startswith("https")).lower(),
+        "fs.s3a.access.key": s3.access_key,
+        "fs.s3a.secret.key": s3.secret_key,
+    }.items():
+        hadoop.set(key, value)
+
+
+def spark_jars(*, s3a: bool = False) -> list[str]:
+    """Jars to add to a local SparkSession (``spark.jars``): Delta Lake, and s3a if asked.
+
+    Fetched by deploy/spark-jars.sh on first use (needs Maven); instant afterwards.
+    """
+    out = run_deploy("spark-jars.sh", *(["--s3a"] if s3a else [])).stdout
+    jars: list[str] = []
+    for list_file in out.splitlines():
+        jars.extend(line for line in Path(list_file).read_text().splitlines() if line)
+    return jars

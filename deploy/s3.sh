@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# S3-compatible server for development and CI: versitygw (Apache-2.0) with its posix backend,
+# built from the Go module proxy at a pinned version.
+#
+#   deploy/s3.sh install|start|stop|restart|status|logs [-f]|wipe
+#
+# wipe deletes all buckets of a stopped server.
+#
+# Everything lives under $SCD_HOME (default ~/.scd):
+#   bin/versitygw            the server binary
+#   <name>/data/             buckets (one directory each) and objects
+#   <name>/sidecar/          object metadata, only where the filesystem lacks user xattrs
+#   logs/<name>.log          server output        run/<name>.pid   pid of the running server
+#
+# Environment:
+#   SCD_S3_PORT                        listen port on 127.0.0.1, default 19000
+#   SCD_S3_ACCESS_KEY / SCD_S3_SECRET_KEY   root credentials, default scdadmin / scdadmin-secret
+#   SCD_S3_REGION                      region, default us-east-1
+#   SCD_S3_NAME                        instance name, default "s3"
+#   SCD_S3_DATA                        data directory, default $SCD_HOME/<name>/data
+set -euo pipefail
+# shellcheck source=deploy/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+VERSITYGW_MODULE="github.com/versity/versitygw/cmd/versitygw"
+VERSITYGW_VERSION="v1.7.0"
+VERSITYGW_BIN="$SCD_HOME/bin/versitygw"
+# versitygw v1.7.0 declares `go 1.25.0` in its go.mod.
+GO_MIN_MINOR=25
+# Where no Go >= 1.25 is installed (Debian 12 ships 1.19), the official Go toolchain is fetched
+# as the Go module golang.org/toolchain from the Go module proxy, checked against these hashes.
+GO_BOOTSTRAP_VERSION="go1.26.8"
+declare -A GO_BOOTSTRAP_SHA256=(
+    [amd64]=30c2b1bf7dcc88d3eb0a1364e47ddd9128edb3110a30e8a0ef61cd5856b31de7
+    [arm64]=02b36b6787b3ac767668f630e2998df45a3b1f9ffee08d1bf3ef6487cd658d99
+)
+
+S3_NAME="${SCD_S3_NAME:-s3}"
+S3_PORT="${SCD_S3_PORT:-$SCD_DEFAULT_S3_PORT}"
+S3_ACCESS_KEY="${SCD_S3_ACCESS_KEY:-$SCD_DEFAULT_S3_ACCESS_KEY}"
+S3_SECRET_KEY="${SCD_S3_SECRET_KEY:-$SCD_DEFAULT_S3_SECRET_KEY}"
+S3_REGION="${SCD_S3_REGION:-$SCD_DEFAULT_S3_REGION}"
+S3_INSTANCE_DIR="$SCD_HOME/$S3_NAME"
+S3_DATA_DIR="${SCD_S3_DATA:-$S3_INSTANCE_DIR/data}"
+S3_SIDECAR_DIR="$S3_INSTANCE_DIR/sidecar"
+# Remembers how object metadata is stored for this data directory ("xattr" or "sidecar"):
+# switching later would lose the metadata of existing objects.
+S3_META_MODE_FILE="$S3_INSTANCE_DIR/metadata-mode"
+S3_PIDFILE="$SCD_HOME/run/$S3_NAME.pid"
+S3_LOG="$SCD_HOME/logs/$S3_NAME.log"
+S3_ENDPOINT="http://127.0.0.1:$S3_PORT"
+S3_PROC_PATTERN="$VERSITYGW_BIN"
+# versitygw is ready well under a second; 30 s covers a heavily loaded CI runner.
+S3_START_TIMEOUT_S=30
+# It stops immediately on SIGTERM; 15 s before SIGKILL only guards against a hang.
+S3_STOP_TIMEOUT_S=15
+# Each readiness request gets 2 s: plenty on localhost, short enough to retry often.
+S3_PROBE_REQUEST_TIMEOUT_S=2
+# SHA-256 of an empty body: S3 servers require the x-amz-content-sha256 header.
+EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
+
+# find_go: prints the path of a go command recent enough to build versitygw, fetching the
+# pinned toolchain into $SCD_HOME/go when the installed one is missing or too old.
+find_go() {
+    local version arch module root zip
+    if command -v go >/dev/null; then
+        version="$(go env GOVERSION 2>/dev/null || true)"
+        if [[ "$version" =~ ^go1\.([0-9]+) ]] && ((BASH_REMATCH[1] >= GO_MIN_MINOR)); then
+            command -v go
+            return 0
+        fi
+    fi
+    case "$(uname -m)" in
+        x86_64) arch=amd64 ;;
+        aarch64 | arm64) arch=arm64 ;;
+        *) scd_die "no Go >= 1.$GO_MIN_MINOR installed and no pinned toolchain for $(uname -m)" ;;
+    esac
+    module="golang.org/toolchain@v0.0.1-$GO_BOOTSTRAP_VERSION.linux-$arch"
+    root="$SCD_HOME/go/$module"
+    if [[ ! -x "$root/bin/go" ]]; then
+        command -v curl >/dev/null || scd_die "curl not found (needed to fetch the Go toolchain)"
+        scd_log "no Go >= 1.$GO_MIN_MINOR found; fetching $GO_BOOTSTRAP_VERSION from the Go module proxy"
+        mkdir -p "$SCD_HOME/go"
+        zip="$SCD_HOME/go/toolchain.zip"
+        curl -fsSL --retry 3 -o "$zip" \
+            "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-$GO_BOOTSTRAP_VERSION.linux-$arch.zip"
+        echo "${GO_BOOTSTRAP_SHA256[$arch]}  $zip" | sha256sum -c --quiet - \
+            || scd_die "checksum mismatch for the downloaded Go toolchain"
+        rm -rf "$root"
+        if command -v unzip >/dev/null; then
+            unzip -q -o "$zip" -d "$SCD_HOME/go"
+        else
+            python3 -m zipfile -e "$zip" "$SCD_HOME/go"
+        fi
+        rm -f "$zip"
+        # Module zips carry no file modes (the go command sets them the same way).
+        chmod +x "$root"/bin/* "$root"/pkg/tool/*/*
+    fi
+    echo "$root/bin/go"
+}
+
+cmd_install() {
+    local marker="$SCD_HOME/bin/.versitygw.version" started go_cmd
+    if [[ -x "$VERSITYGW_BIN" && -f "$marker" && "$(<"$marker")" == "$VERSITYGW_VERSION" ]]; then
+        return 0
+    fi
+    go_cmd="$(find_go)"
+    started="$(scd_now)"
+    scd_log "building versitygw $VERSITYGW_VERSION into $SCD_HOME/bin with $go_cmd" \
+        "(the first build takes minutes)"
+    mkdir -p "$SCD_HOME/bin" "$SCD_HOME/logs"
+    if ! GOBIN="$SCD_HOME/bin" GOTOOLCHAIN=local "$go_cmd" install "$VERSITYGW_MODULE@$VERSITYGW_VERSION" \
+        >"$SCD_HOME/logs/versitygw-install.log" 2>&1; then
+        scd_tail_log "$SCD_HOME/logs/versitygw-install.log"
+        scd_die "building versitygw failed"
+    fi
+    echo "$VERSITYGW_VERSION" >"$marker"
+    scd_log "installed versitygw $VERSITYGW_VERSION in $(scd_elapsed "$started")s"
+}
+
+s3_running() { scd_pid_alive "$S3_PIDFILE" "$S3_PROC_PATTERN"; }
+
+# probe: one authenticated S3 call (ListBuckets, signed with SigV4); true on a valid answer.
+probe() {
+    curl -sS --max-time "$S3_PROBE_REQUEST_TIMEOUT_S" --fail \
+        --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
+        -H "x-amz-content-sha256: $EMPTY_SHA256" "$S3_ENDPOINT/" 2>/dev/null | grep -q '<ListAllMyBucketsResult'
+}
+
+# wait_ready PID: returns once the server answers S3 calls, fails if it exits or times out.
+wait_ready() {
+    local pid="$1" deadline=$((SECONDS + S3_START_TIMEOUT_S))
+    while ((SECONDS < deadline)); do
+        if probe; then
+            return 0
+        fi
+        scd_proc_alive "$pid" || return 2
+        # versitygw binds its port almost at once: poll 5 times a second.
+        sleep 0.2
+    done
+    return 1
+}
+
+launch() {
+    local mode="$1" pid
+    local -a meta_args=()
+    if [[ "$mode" == sidecar ]]; then
+        mkdir -p "$S3_SIDECAR_DIR"
+        meta_args=(--sidecar "$S3_SIDECAR_DIR")
+    fi
+    printf '\n===== %s starting versitygw %s on %s (metadata: %s) =====\n' "$(date -Is)" \
+        "$S3_NAME" "$S3_ENDPOINT" "$mode" >>"$S3_LOG"
+    # Credentials go through the environment (ROOT_ACCESS_KEY / ROOT_SECRET_KEY) so they do not
+    # show in the process list. setsid: the server ignores signals aimed at whoever started it.
+    ROOT_ACCESS_KEY="$S3_ACCESS_KEY" ROOT_SECRET_KEY="$S3_SECRET_KEY" \
+        setsid "$VERSITYGW_BIN" --port "127.0.0.1:$S3_PORT" --region "$S3_REGION" --quiet \
+        posix "${meta_args[@]}" "$S3_DATA_DIR" >>"$S3_LOG" 2>&1 </dev/null 9>&- &
+    pid=$!
+    echo "$pid" >"$S3_PIDFILE"
+    wait_ready "$pid"
+}
+
+cmd_start() {
+    local started mode rc
+    started="$(scd_now)"
+    cmd_install
+    command -v curl >/dev/null || scd_die "curl not found (used to check the server answers)"
+    mkdir -p "$S3_INSTANCE_DIR" "$S3_DATA_DIR" "$SCD_HOME/run" "$SCD_HOME/logs"
+    if s3_running; then
+        if probe; then
+            scd_log "S3 server '$S3_NAME' already running (pid $(<"$S3_PIDFILE")) on $S3_ENDPOINT"
+            return 0
+        fi
+        scd_log "S3 server '$S3_NAME' runs but does not accept these credentials; restarting it"
+        cmd_stop
+    fi
+    rm -f "$S3_PIDFILE"
+    if scd_port_busy "$S3_PORT"; then
+        scd_die "port $S3_PORT is in use by a process this script did not start" \
+            "(set SCD_S3_PORT, or stop that process)"
+    fi
+    mode="$(cat "$S3_META_MODE_FILE" 2>/dev/null || echo xattr)"
+    rc=0
+    launch "$mode" || rc=$?
+    if ((rc == 2)) && [[ "$mode" == xattr ]] && grep -q 'xattr check failed' "$S3_LOG"; then
+        scd_log "no user xattrs on $S3_DATA_DIR; storing object metadata in $S3_SIDECAR_DIR"
+        mode=sidecar
+        rc=0
+        launch "$mode" || rc=$?
+    fi
+    if ((rc != 0)); then
+        scd_tail_log "$S3_LOG"
+        cmd_stop
+        scd_die "S3 server '$S3_NAME' failed to start"
+    fi
+    echo "$mode" >"$S3_META_MODE_FILE"
+    scd_log "S3 server '$S3_NAME' ready on $S3_ENDPOINT (pid $(<"$S3_PIDFILE"))" \
+        "in $(scd_elapsed "$started")s"
+}
+
+cmd_wipe() {
+    s3_running && scd_die "S3 server '$S3_NAME' is running; stop it before wiping its data"
+    rm -rf "$S3_DATA_DIR" "$S3_SIDECAR_DIR" "$S3_META_MODE_FILE"
+    scd_log "removed the buckets of S3 server '$S3_NAME' ($S3_DATA_DIR)"
+}
+
+cmd_stop() {
+    scd_stop_pid "$S3_PIDFILE" "$S3_PROC_PATTERN" "S3 server '$S3_NAME'" "$S3_STOP_TIMEOUT_S"
+}
+
+cmd_status() {
+    if s3_running; then
+        echo "S3 server '$S3_NAME' running: pid $(<"$S3_PIDFILE"), endpoint $S3_ENDPOINT," \
+            "data $S3_DATA_DIR, log $S3_LOG"
+        return 0
+    fi
+    echo "S3 server '$S3_NAME' not running (endpoint would be $S3_ENDPOINT)"
+    return 3
+}
+
+cmd_logs() {
+    [[ -f "$S3_LOG" ]] || scd_die "no log yet at $S3_LOG"
+    if [[ "${1:-}" == "-f" ]]; then
+        exec tail -n 100 -f "$S3_LOG"
+    fi
+    tail -n 100 "$S3_LOG"
+}
+
+case "${1:-}" in
+    install | start | stop | restart | wipe) scd_lock "$S3_NAME" ;;
+esac
+case "${1:-}" in
+    install) cmd_install ;;
+    start) cmd_start ;;
+    stop) cmd_stop ;;
+    restart) cmd_stop; cmd_start ;;
+    wipe) cmd_wipe ;;
+    status) cmd_status ;;
+    logs) shift; cmd_logs "$@" ;;
+    *) echo "usage: $0 install|start|stop|restart|status|logs [-f]|wipe" >&2; exit 2 ;;
+esac

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The local infrastructure of scd in one command: Kafka (deploy/kafka.sh), the S3 server
+# (deploy/s3.sh) and the Spark jars the tests' SparkSession loads: Delta Lake and s3a
+# (deploy/spark-jars.sh --s3a).
+#
+#   deploy/services.sh up       install what is missing, start both servers, wait until ready
+#   deploy/services.sh down     stop both servers (data is kept)
+#   deploy/services.sh reset    stop both servers and delete their data (topics, buckets)
+#   deploy/services.sh status   exit 0 only when both run
+#   deploy/services.sh env      print the exports the tests read: eval "$(deploy/services.sh env)"
+#
+# Ports, credentials and locations follow the variables documented in kafka.sh and s3.sh.
+set -euo pipefail
+# shellcheck source=deploy/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+cmd_up() {
+    local started pids=() pid failed=0
+    started="$(scd_now)"
+    # The Go build of the S3 server and the jar downloads are independent of the Kafka install:
+    # run them alongside it (each is a no-op once done).
+    "$SCD_DEPLOY_DIR/s3.sh" install & pids+=($!)
+    "$SCD_DEPLOY_DIR/spark-jars.sh" --s3a >/dev/null & pids+=($!)
+    "$SCD_DEPLOY_DIR/kafka.sh" start || failed=1
+    for pid in "${pids[@]}"; do
+        wait "$pid" || failed=1
+    done
+    ((failed == 0)) || scd_die "bringing the services up failed (see the messages above)"
+    "$SCD_DEPLOY_DIR/s3.sh" start
+    scd_log "services up in $(scd_elapsed "$started")s; Spark jars listed in" \
+        "$SCD_HOME/jars/delta.txt and $SCD_HOME/jars/s3a.txt"
+}
+
+cmd_down() {
+    local rc=0
+    "$SCD_DEPLOY_DIR/s3.sh" stop || rc=1
+    "$SCD_DEPLOY_DIR/kafka.sh" stop || rc=1
+    return "$rc"
+}
+
+cmd_reset() {
+    cmd_down
+    "$SCD_DEPLOY_DIR/kafka.sh" wipe
+    "$SCD_DEPLOY_DIR/s3.sh" wipe
+}
+
+cmd_status() {
+    local rc=0
+    "$SCD_DEPLOY_DIR/kafka.sh" status || rc=3
+    "$SCD_DEPLOY_DIR/s3.sh" status || rc=3
+    return "$rc"
+}
+
+cmd_env() {
+    printf 'export SCD_TEST_KAFKA_BOOTSTRAP=%q\n' "127.0.0.1:${SCD_KAFKA_PORT:-$SCD_DEFAULT_KAFKA_PORT}"
+    printf 'export SCD_TEST_S3_ENDPOINT=%q\n' "http://127.0.0.1:${SCD_S3_PORT:-$SCD_DEFAULT_S3_PORT}"
+    printf 'export SCD_TEST_S3_ACCESS_KEY=%q\n' "${SCD_S3_ACCESS_KEY:-$SCD_DEFAULT_S3_ACCESS_KEY}"
+    printf 'export SCD_TEST_S3_SECRET_KEY=%q\n' "${SCD_S3_SECRET_KEY:-$SCD_DEFAULT_S3_SECRET_KEY}"
+    printf 'export SCD_TEST_S3_REGION=%q\n' "${SCD_S3_REGION:-$SCD_DEFAULT_S3_REGION}"
+    printf 'export SCD_TEST_SERVICES_NATIVE=1\n'
+}
+
+case "${1:-}" in
+    up) cmd_up ;;
+    down) cmd_down ;;
+    reset) cmd_reset ;;
+    status) cmd_status ;;
+    env) cmd_env ;;
+    *) echo "usage: $0 up|down|reset|status|env" >&2; exit 2 ;;
+esac

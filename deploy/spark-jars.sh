@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Fetches the jars local PySpark sessions need beyond what pyspark ships:
+#
+#   deploy/spark-jars.sh          Delta Lake  -> $SCD_HOME/jars/delta/, list in $SCD_HOME/jars/delta.txt
+#   deploy/spark-jars.sh --s3a    also s3a    -> $SCD_HOME/jars/s3a/,   list in $SCD_HOME/jars/s3a.txt
+#
+# Each list file holds one absolute jar path per line; join them with commas for spark.jars.
+# The paths of the list files are printed on stdout. Does nothing when the jars are present.
+set -euo pipefail
+# shellcheck source=deploy/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+JARS_DIR="$SCD_HOME/jars"
+SPARK_POM="$SCD_DEPLOY_DIR/spark/pom.xml"
+
+# fetch SET: copies the jars of pom profile SET into $JARS_DIR/SET and writes $JARS_DIR/SET.txt.
+fetch() {
+    local set="$1" dir="$JARS_DIR/$1" list="$JARS_DIR/$1.txt" marker="$JARS_DIR/.$1.installed"
+    local fingerprint started
+    fingerprint="$(sha256sum "$SPARK_POM" | cut -c1-16)"
+    if [[ -f "$marker" && -f "$list" && "$(<"$marker")" == "$fingerprint" ]]; then
+        echo "$list"
+        return 0
+    fi
+    command -v mvn >/dev/null || scd_die "mvn not found (Maven fetches the Spark jars)"
+    started="$(scd_now)"
+    scd_log "fetching the '$set' jars into $dir"
+    mkdir -p "$JARS_DIR" "$SCD_HOME/logs"
+    rm -rf "$dir.tmp"
+    if ! mvn -B -f "$SPARK_POM" -P "$set" dependency:copy-dependencies \
+        -DincludeScope=runtime -DoutputDirectory="$dir.tmp" \
+        >"$SCD_HOME/logs/spark-jars-$set.log" 2>&1; then
+        scd_tail_log "$SCD_HOME/logs/spark-jars-$set.log"
+        scd_die "fetching the '$set' jars failed"
+    fi
+    rm -rf "$dir"
+    mv "$dir.tmp" "$dir"
+    find "$dir" -maxdepth 1 -name '*.jar' | sort >"$list"
+    [[ -s "$list" ]] || scd_die "no jars were fetched into $dir"
+    echo "$fingerprint" >"$marker"
+    scd_log "fetched $(wc -l <"$list") '$set' jar(s), $(du -sh "$dir" | cut -f1)," \
+        "in $(scd_elapsed "$started")s"
+    echo "$list"
+}
+
+scd_lock spark-jars
+case "${1:-}" in
+    "") fetch delta ;;
+    --s3a) fetch delta; fetch s3a ;;
+    *) echo "usage: $0 [--s3a]" >&2; exit 2 ;;
+esac
