@@ -25,7 +25,12 @@ from journal.wire.package_pb2 import (
 )
 
 __all__ = [
+    "FILE_DATA",
+    "FILE_TYPE",
+    "FOLDER_TYPE",
     "FORMAT_VERSION",
+    "LAST_MODIFIED",
+    "NODE_TYPE",
     "MAX_DECODED_BYTES",
     "Binary",
     "BlobRef",
@@ -48,6 +53,15 @@ CODEC_ZLIB = 1
 # zlib level 1: packages are small protobufs of text-like properties; level 1 gets most of the
 # ratio of level 6 at a fraction of the CPU, and publishing sits on the request path.
 ZLIB_LEVEL = 1
+# Content conventions shared by the publisher's directory source and the subscriber's export.
+# A file is a node whose FILE_DATA property holds its bytes (inline or by blob reference);
+# NODE_TYPE tells files from folders; LAST_MODIFIED is a date property.
+NODE_TYPE = "jcr:primaryType"
+FILE_TYPE = "nt:file"
+FOLDER_TYPE = "nt:folder"
+FILE_DATA = "jcr:data"
+LAST_MODIFIED = "jcr:lastModified"
+
 # A package that inflates beyond this is refused instead of exhausting memory (a corrupt or
 # hostile payload); far above any package the publisher's size limit lets through.
 MAX_DECODED_BYTES = 512 * 1024 * 1024
