@@ -64,6 +64,7 @@ scd_stop_pid() {
     if scd_proc_alive "$pid"; then
         scd_log "$name (pid $pid) did not exit within ${timeout_s}s of SIGTERM; sending SIGKILL"
         kill -KILL "$pid" 2>/dev/null || true
+        # SIGKILL cannot be ignored: the process is gone within moments, poll briefly.
         while scd_proc_alive "$pid"; do sleep 0.1; done
     fi
     rm -f "$pidfile"

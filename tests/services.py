@@ -257,10 +257,7 @@ def provide_kafka() -> Iterator[KafkaService]:
 
 @contextmanager
 def _kafka_container() -> Iterator[KafkaService]:
-    try:
-        from testcontainers.community.kafka import KafkaContainer
-    except ImportError:  # testcontainers < 4.14 kept the modules at the top level
-        from testcontainers.kafka import KafkaContainer
+    from testcontainers.community.kafka import KafkaContainer
 
     container: Any = KafkaContainer(KAFKA_IMAGE).with_kraft()
     for name, value in KAFKA_CONTAINER_ENV.items():
