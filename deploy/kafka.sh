@@ -45,36 +45,46 @@ KAFKA_PROC_PATTERN="kafka.Kafka $KAFKA_CONF"
 # sets, so the topic setting is what limits records.
 KAFKA_MAX_MESSAGE_BYTES=16777216
 
-# Fingerprint of what install produces: a change to the pom or the probe reinstalls.
-install_fingerprint() {
-    cat "$SCD_DEPLOY_DIR/kafka/pom.xml" "$SCD_DEPLOY_DIR/kafka/WaitReady.java" | sha256sum | cut -c1-16
-}
+# Fingerprints of what install produces: a changed pom refetches the jars, a changed probe is
+# recompiled (without touching the jars a running broker uses).
+jars_fingerprint() { sha256sum "$SCD_DEPLOY_DIR/kafka/pom.xml" | cut -c1-16; }
+probe_fingerprint() { sha256sum "$SCD_DEPLOY_DIR/kafka/WaitReady.java" | cut -c1-16; }
 
 cmd_install() {
-    local marker="$SCD_HOME/kafka/.installed" fingerprint started
-    fingerprint="$(install_fingerprint)"
-    if [[ -f "$marker" && "$(<"$marker")" == "$fingerprint" ]]; then
+    local jars_marker="$SCD_HOME/kafka/.installed" probe_marker="$KAFKA_PROBE_DIR/.compiled"
+    local jars_fp probe_fp started
+    jars_fp="$(jars_fingerprint)"
+    probe_fp="$(probe_fingerprint)"
+    if [[ -f "$jars_marker" && "$(<"$jars_marker")" == "$jars_fp" \
+        && -f "$probe_marker" && "$(<"$probe_marker")" == "$probe_fp" ]]; then
         return 0
     fi
     check_java
     command -v javac >/dev/null || scd_die "javac not found (install a JDK 17+, not only a JRE)"
-    command -v mvn >/dev/null || scd_die "mvn not found (Maven fetches the broker jars)"
     started="$(scd_now)"
-    scd_log "fetching Kafka broker jars into $KAFKA_LIB_DIR"
-    mkdir -p "$SCD_HOME/kafka"
-    rm -rf "$KAFKA_LIB_DIR.tmp" "$KAFKA_PROBE_DIR"
-    mkdir -p "$SCD_HOME/logs"
-    if ! mvn -B -f "$SCD_DEPLOY_DIR/kafka/pom.xml" dependency:copy-dependencies \
-        -DincludeScope=runtime -DoutputDirectory="$KAFKA_LIB_DIR.tmp" \
-        >"$SCD_HOME/logs/kafka-install.log" 2>&1; then
-        scd_tail_log "$SCD_HOME/logs/kafka-install.log"
-        scd_die "fetching the Kafka jars failed"
+    mkdir -p "$SCD_HOME/kafka" "$SCD_HOME/logs"
+    if [[ ! -f "$jars_marker" || "$(<"$jars_marker")" != "$jars_fp" ]]; then
+        command -v mvn >/dev/null || scd_die "mvn not found (Maven fetches the broker jars)"
+        scd_log "fetching Kafka broker jars into $KAFKA_LIB_DIR"
+        rm -rf "$KAFKA_LIB_DIR.tmp"
+        if ! mvn -B -f "$SCD_DEPLOY_DIR/kafka/pom.xml" dependency:copy-dependencies \
+            -DincludeScope=runtime -DoutputDirectory="$KAFKA_LIB_DIR.tmp" \
+            >"$SCD_HOME/logs/kafka-install.log" 2>&1; then
+            scd_tail_log "$SCD_HOME/logs/kafka-install.log"
+            scd_die "fetching the Kafka jars failed"
+        fi
+        rm -rf "$KAFKA_LIB_DIR"
+        mv "$KAFKA_LIB_DIR.tmp" "$KAFKA_LIB_DIR"
+        echo "$jars_fp" >"$jars_marker"
+        rm -f "$probe_marker"  # compiled against the previous jars
     fi
-    rm -rf "$KAFKA_LIB_DIR"
-    mv "$KAFKA_LIB_DIR.tmp" "$KAFKA_LIB_DIR"
-    mkdir -p "$KAFKA_PROBE_DIR"
-    javac -nowarn -d "$KAFKA_PROBE_DIR" -cp "$KAFKA_LIB_DIR/*" "$SCD_DEPLOY_DIR/kafka/WaitReady.java"
-    echo "$fingerprint" >"$marker"
+    if [[ ! -f "$probe_marker" || "$(<"$probe_marker")" != "$probe_fp" ]]; then
+        rm -rf "$KAFKA_PROBE_DIR"
+        mkdir -p "$KAFKA_PROBE_DIR"
+        javac -nowarn -d "$KAFKA_PROBE_DIR" -cp "$KAFKA_LIB_DIR/*" \
+            "$SCD_DEPLOY_DIR/kafka/WaitReady.java"
+        echo "$probe_fp" >"$probe_marker"
+    fi
     scd_log "installed Kafka ($(du -sh "$KAFKA_LIB_DIR" | cut -f1)) in $(scd_elapsed "$started")s"
 }
 

@@ -33,7 +33,7 @@ public final class WaitReady {
         // Reconnect quickly while the broker is still binding its listener.
         props.put(AdminClientConfig.RECONNECT_BACKOFF_MS_CONFIG, 100);
         props.put(AdminClientConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, 500);
-        String lastError = "no attempt made";
+        String lastError = "no answer yet";
         try (Admin admin = Admin.create(props)) {
             while (System.nanoTime() < deadline) {
                 try {
