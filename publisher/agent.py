@@ -1,0 +1,306 @@
+"""The publisher agent: every DESIGN §5 concept wired together, with its background threads.
+
+Threads: the queue cache's tail consumer; two journal pollers (discovery topic: discovery and
+log messages; status topic: status and log messages, both from the earliest record); the
+leader election; a maintenance loop (discovery view refresh, metrics, cache recycle) and, on
+the leader only, the events loop and the cleanup loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from blobstore import BlobStore
+from journal.api import Journal, Position
+from journal.errors import JournalError, ScdError
+from journal.messaging import MessagePoller
+from journal.settings import JournalSettings
+from journal.topics import topic_specs
+from journal.wire.messages import DiscoveryMessage, LogMessage, PackageStatusMessage
+from publisher.cleanup import BlobCleanup, CleanupResult
+from publisher.commands import Clearer
+from publisher.content_source import DirectoryContentSource
+from publisher.discovery import DiscoveryView, now_ms
+from publisher.distribute import Distributor
+from publisher.error_queues import ErrorQueues
+from publisher.events import DistributedEvents
+from publisher.leader import Leadership, make_leadership
+from publisher.metrics import PublisherMetrics
+from publisher.package_builder import PackageBuilder
+from publisher.queue_cache import QueueCache
+from publisher.queues import Queues, QueueSummary
+from publisher.settings import PublisherSettings
+from publisher.spill import PackageSpill
+
+log = logging.getLogger(__name__)
+
+# After a failed leader job (journal unreachable), wait this long before the next attempt.
+JOB_ERROR_BACKOFF_S = 1.0
+# How long stop() waits for each background thread: longer than any poll timeout or leader
+# job step, short enough for a SIGTERM to end the process promptly.
+STOP_TIMEOUT_S = 10.0
+# Readiness re-checks the journal at most this often; a probe every second must not turn into
+# a broker request every second.
+READINESS_CACHE_S = 5.0
+
+
+@dataclass(frozen=True)
+class AgentStatus:
+    agent_name: str
+    instance_id: str
+    leader: bool
+    started: bool
+
+
+class PublisherAgent:
+    def __init__(
+        self,
+        settings: PublisherSettings,
+        journal_settings: JournalSettings,
+        journal: Journal,
+        blobs: BlobStore,
+        *,
+        leadership: Leadership | None = None,
+        clock_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        self.settings = settings
+        self.journal_settings = journal_settings
+        self.journal = journal
+        self.blobs = blobs
+        self.metrics = PublisherMetrics()
+        topics = journal_settings.topics
+        self.topics = topics
+        source = DirectoryContentSource(settings.content_root) if settings.content_root else None
+        self.builder = PackageBuilder(
+            blobs,
+            source,
+            binary_threshold_bytes=settings.binary_threshold_bytes,
+            max_package_bytes=settings.max_package_bytes,
+        )
+        self.spill = PackageSpill(
+            blobs, settings.package_key_prefix, settings.inline_package_limit_bytes
+        )
+        self.distributor = Distributor(
+            journal,
+            topics.package,
+            self.builder,
+            self.spill,
+            agent_name=settings.agent_name,
+            instance_id=settings.instance_id,
+            metrics=self.metrics,
+        )
+        self.cache = QueueCache(
+            journal,
+            topics.package,
+            settings.agent_name,
+            fetch_timeout_s=settings.fetch_timeout_s,
+            metrics=self.metrics,
+        )
+        self.discovery = DiscoveryView(settings.discovery_ttl_s, clock_ms)
+        self.errors = ErrorQueues(settings.agent_name)
+        self.queues = Queues(
+            self.cache,
+            self.discovery,
+            self.errors,
+            agent_name=settings.agent_name,
+            topic=topics.package,
+            blocked_after_attempts=settings.blocked_after_attempts,
+            clock_ms=clock_ms,
+        )
+        self.clearer = Clearer(journal, topics.command, settings.agent_name, self.queues)
+        self.events = DistributedEvents(
+            journal,
+            topics.event,
+            self.cache,
+            self.discovery,
+            agent_name=settings.agent_name,
+            instance_id=settings.instance_id,
+            metrics=self.metrics,
+        )
+        self.cleanup = BlobCleanup(
+            journal,
+            topics.package,
+            blobs,
+            self.spill,
+            grace_s=settings.cleanup_grace_s,
+            metrics=self.metrics,
+        )
+        self.leadership = leadership or make_leadership(journal, journal_settings, settings)
+        self._pollers: list[MessagePoller] = []
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self._started = False
+        self._ready_checked = 0.0
+        self._ready = False
+        self._skips_reported: dict[tuple[str, str], int] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> PublisherAgent:
+        self.journal.create_topics(topic_specs(self.journal_settings))
+        self.cache.start()
+        log_handler = self.errors.handle_log
+        self._pollers = [
+            MessagePoller(
+                self.journal,
+                self.topics.discovery,
+                Position.earliest(),
+                {DiscoveryMessage: self.discovery.handle, LogMessage: log_handler},
+                name="publisher-discovery",
+            ).start(),
+            MessagePoller(
+                self.journal,
+                self.topics.status,
+                Position.earliest(),
+                {PackageStatusMessage: self.errors.handle_status, LogMessage: log_handler},
+                name="publisher-status",
+            ).start(),
+        ]
+        self.leadership.start(self._leadership_changed)
+        self._spawn("publisher-maintenance", self._maintenance_loop)
+        if self.settings.events_enabled:
+            self._spawn("publisher-events", self._events_loop)
+        self._spawn("publisher-cleanup", self._cleanup_loop)
+        self._started = True
+        log.info(
+            "publisher agent %s (instance %s) started",
+            self.settings.agent_name,
+            self.settings.instance_id,
+        )
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        # Each component waits up to one poll timeout to notice; stop them side by side.
+        stoppers = [
+            threading.Thread(target=stop, name="publisher-stop")
+            for stop in [self.leadership.stop, self.cache.stop, *(p.stop for p in self._pollers)]
+        ]
+        for thread in stoppers:
+            thread.start()
+        for thread in [*stoppers, *self._threads]:
+            thread.join(STOP_TIMEOUT_S)
+        self._started = False
+        log.info("publisher agent %s stopped", self.settings.agent_name)
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _leadership_changed(self, leader: bool) -> None:
+        self.metrics.leader.set(1 if leader else 0)
+        if not leader:
+            self.events.reset()
+
+    # ------------------------------------------------------------------ loops
+    def _maintenance_loop(self) -> None:
+        last_recycle = time.monotonic()
+        while not self._stop.wait(self.settings.view_refresh_s):
+            try:
+                self.discovery.refresh()
+                self.update_metrics()
+                if time.monotonic() - last_recycle >= self.settings.queue_cache_recycle_s:
+                    last_recycle = time.monotonic()
+                    self.recycle_cache()
+            except ScdError as exc:
+                log.warning("publisher maintenance failed (retried): %s", exc)
+            except Exception:
+                log.exception("publisher maintenance failed (retried)")
+
+    def _events_loop(self) -> None:
+        while not self._stop.wait(self.settings.view_refresh_s):
+            self.run_events_once()
+
+    def run_events_once(self) -> int:
+        with self.leadership.jobs_lock:
+            if not self.leadership.is_leader:
+                return 0
+            try:
+                return self.events.tick()
+            except ScdError as exc:
+                log.warning("distributed events failed (retried): %s", exc)
+            except Exception:
+                log.exception("distributed events failed (retried)")
+        self._stop.wait(JOB_ERROR_BACKOFF_S)
+        return 0
+
+    def _cleanup_loop(self) -> None:
+        last_run: float | None = None
+        while not self._stop.wait(self.settings.view_refresh_s):
+            if not self.leadership.is_leader:
+                last_run = None
+                continue
+            now = time.monotonic()
+            if last_run is not None and now - last_run < self.settings.cleanup_interval_s:
+                continue
+            last_run = now
+            try:
+                self.cleanup.run()
+            except ScdError as exc:
+                log.warning("package blob cleanup failed (retried next period): %s", exc)
+            except Exception:
+                log.exception("package blob cleanup failed (retried next period)")
+
+    def run_cleanup(self) -> CleanupResult:
+        return self.cleanup.run()
+
+    def recycle_cache(self) -> int:
+        """Drop cache entries below what alive subscribers and the event notifier need."""
+        needed = [
+            s.processed_offset + 1
+            for s in self.queues.summaries()
+            if s.processed_offset is not None
+        ]
+        if self.events.last_offset is not None:
+            needed.append(self.events.last_offset + 1)
+        keep_from = min(needed) if needed else self.cache.next_offset
+        return self.cache.recycle(keep_from)
+
+    def update_metrics(self) -> list[QueueSummary]:
+        summaries = self.queues.summaries()
+        m = self.metrics
+        m.subscriber_count.set(len(summaries))
+        m.queue_size.clear()
+        m.queue_lag.clear()
+        m.error_queue_size.clear()
+        for s in summaries:
+            m.queue_size.labels(s.name).set(s.size)
+            m.queue_lag.labels(s.name).set(s.lag_ms / 1000)
+            if s.error_queue_name is not None and s.error_queue_size is not None:
+                m.error_queue_size.labels(s.error_queue_name).set(s.error_queue_size)
+        for poller in self._pollers:
+            for reason in ("unknown_type", "undecodable", "handler_error"):
+                count = poller.counts[reason]
+                seen = self._skips_reported.get((poller.topic, reason), 0)
+                if count > seen:
+                    m.skipped_records.labels(poller.topic, reason).inc(count - seen)
+                    self._skips_reported[(poller.topic, reason)] = count
+        return summaries
+
+    # ------------------------------------------------------------------ state
+    def status(self) -> AgentStatus:
+        return AgentStatus(
+            self.settings.agent_name,
+            self.settings.instance_id,
+            self.leadership.is_leader,
+            self._started,
+        )
+
+    def ready(self) -> bool:
+        """Started and the journal answered recently."""
+        if not self._started:
+            return False
+        now = time.monotonic()
+        if now - self._ready_checked >= READINESS_CACHE_S or not self._ready:
+            self._ready_checked = now
+            try:
+                self.journal.latest_offset(self.topics.package)
+                self._ready = True
+            except JournalError as exc:
+                log.warning("publisher not ready: %s", exc)
+                self._ready = False
+        return self._ready

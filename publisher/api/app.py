@@ -1,0 +1,27 @@
+"""The FastAPI application of one publisher agent."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from publisher.agent import PublisherAgent
+from publisher.api import errors
+from publisher.api.body_limit import BodyLimitMiddleware
+from publisher.api.routes import distribute, health, queues, subscribers
+
+API_VERSION = "1"
+
+
+def create_app(agent: PublisherAgent) -> FastAPI:
+    """The app serves ``agent``; starting and stopping the agent is the caller's business."""
+    app = FastAPI(
+        title="scd publisher",
+        version=API_VERSION,
+        description="Distribute content over the journal; inspect subscriber queues.",
+    )
+    app.state.agent = agent
+    app.add_middleware(BodyLimitMiddleware, max_bytes=agent.settings.max_request_bytes)
+    errors.install(app)
+    for module in (distribute, queues, subscribers, health):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,98 @@
+"""Queues: one per alive subscriber, their items, error queues, and clear."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from publisher.api.deps import AgentDep, Authorized
+from publisher.api.models import (
+    AgentModel,
+    ClearRequest,
+    ClearResponse,
+    QueueItemModel,
+    QueueModel,
+    QueuePage,
+)
+from publisher.settings import DEFAULT_MAX_PAGE_ITEMS
+
+router = APIRouter(tags=["queues"])
+
+# Items per page unless asked otherwise.
+DEFAULT_PAGE_ITEMS = 100
+
+Skip = Annotated[int, Query(ge=0, le=2**62, description="Items to skip from the head")]
+Limit = Annotated[int, Query(ge=1, le=DEFAULT_MAX_PAGE_ITEMS, description="Page size")]
+NOT_FOUND: dict[int | str, dict[str, str]] = {404: {"description": "No alive subscriber has it"}}
+
+
+@router.get("/agent")
+def agent_state(agent: AgentDep) -> AgentModel:
+    """The agent: IDLE (all queues empty), BLOCKED (a queue is blocked) or RUNNING."""
+    summaries = agent.queues.summaries()
+    status = agent.status()
+    return AgentModel(
+        agent_name=status.agent_name,
+        instance_id=status.instance_id,
+        leader=status.leader,
+        state=agent.queues.agent_state(summaries),
+        queues=len(summaries),
+        items=sum(s.size for s in summaries),
+        cached_entries=agent.cache.size,
+    )
+
+
+@router.get("/queues")
+def list_queues(agent: AgentDep) -> list[QueueModel]:
+    """One queue per alive subscriber."""
+    return [QueueModel.of(s) for s in agent.queues.summaries()]
+
+
+@router.get("/queues/{name}", responses=NOT_FOUND)
+def queue_items(
+    name: str, agent: AgentDep, skip: Skip = 0, limit: Limit = DEFAULT_PAGE_ITEMS
+) -> QueuePage:
+    """A page of one queue's items, head first."""
+    limit = min(limit, agent.settings.max_page_items)
+    summary = agent.queues.summary(name)
+    items = agent.queues.items(name, skip, limit)
+    return QueuePage(
+        queue=name,
+        total=summary.size,
+        skip=skip,
+        limit=limit,
+        items=[QueueItemModel.of(i) for i in items],
+    )
+
+
+@router.get("/queues/{name}/errors", responses=NOT_FOUND)
+def error_queue_items(
+    name: str, agent: AgentDep, skip: Skip = 0, limit: Limit = DEFAULT_PAGE_ITEMS
+) -> QueuePage:
+    """A page of the subscriber's error queue: packages it skipped after max retries."""
+    limit = min(limit, agent.settings.max_page_items)
+    items = agent.queues.error_items(name, skip, limit)
+    return QueuePage(
+        queue=f"{name}-error",
+        total=agent.errors.size(name),
+        skip=skip,
+        limit=limit,
+        items=[QueueItemModel.of(i) for i in items],
+    )
+
+
+@router.post(
+    "/queues/{name}/clear",
+    dependencies=[Authorized],
+    responses={
+        **NOT_FOUND,
+        400: {"description": "Mode and count/offset do not fit together"},
+        401: {"description": "Missing or invalid API token"},
+        409: {"description": "The subscriber is not editable"},
+        503: {"description": "Journal unreachable: no command sent, retry"},
+    },
+)
+def clear_queue(name: str, body: ClearRequest, agent: AgentDep) -> ClearResponse:
+    """Clear an editable subscriber's queue (sends one ClearCommand)."""
+    return ClearResponse.of(agent.clearer.clear(name, body.mode, body.count, body.offset))

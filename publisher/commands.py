@@ -1,0 +1,92 @@
+"""Clear: an editable subscriber's queue is cleared up to an offset by a ClearCommand.
+
+Sling's clear operations, each turned into one ClearCommand carrying the offset of the last
+item removed: the head item, the first N items (all of them when N is omitted), or every item
+up to an offset. The subscriber skips the packages up to that offset with REMOVED status, even
+one it is retrying, and keeps the largest clear offset it was ever sent. Non-editable
+subscribers refuse clears, so they are refused here already (409).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+
+from journal.api import Journal
+from journal.messaging import MessageSender
+from journal.wire.messages import ClearCommand, CommandMessage
+from publisher.errors import InvalidRequest, NotEditable
+from publisher.queues import Queues
+
+log = logging.getLogger(__name__)
+
+
+class ClearMode(StrEnum):
+    HEAD = "head"
+    FIRST = "first"
+    UP_TO = "upTo"
+    ALL = "all"
+
+
+@dataclass(frozen=True)
+class ClearResult:
+    queue: str
+    removed: int
+    clear_offset: int | None
+    command_offset: int | None
+
+
+class Clearer:
+    def __init__(self, journal: Journal, topic: str, agent_name: str, queues: Queues) -> None:
+        self.sender = MessageSender(journal, topic)
+        self.agent_name = agent_name
+        self.queues = queues
+
+    def clear(
+        self, name: str, mode: ClearMode, count: int | None = None, offset: int | None = None
+    ) -> ClearResult:
+        subscriber = self.queues.subscriber(name)
+        if not subscriber.editable:
+            raise NotEditable(f"subscriber {name!r} is not editable: its queue cannot be cleared")
+        if mode is ClearMode.FIRST and (count is None or count < 1):
+            raise InvalidRequest("clear mode 'first' needs a count >= 1")
+        if mode is ClearMode.UP_TO and (offset is None or offset < 0):
+            raise InvalidRequest("clear mode 'upTo' needs an offset >= 0")
+        if mode in (ClearMode.HEAD, ClearMode.ALL) and (count is not None or offset is not None):
+            raise InvalidRequest(f"clear mode {mode.value!r} takes neither count nor offset")
+        if mode is ClearMode.FIRST and offset is not None:
+            raise InvalidRequest("clear mode 'first' takes a count, not an offset")
+        if mode is ClearMode.UP_TO and count is not None:
+            raise InvalidRequest("clear mode 'upTo' takes an offset, not a count")
+
+        summary = self.queues.summary(name)
+        processed = summary.processed_offset
+        if processed is None or summary.size == 0:
+            return ClearResult(name, 0, None, None)
+        cache = self.queues.cache
+        if mode is ClearMode.UP_TO:
+            assert offset is not None
+            removed = summary.size - cache.count_after(max(offset, processed))
+            last = cache.last_offset_upto(processed, removed) if removed else None
+        else:
+            limit = {ClearMode.HEAD: 1, ClearMode.ALL: summary.size}.get(mode, count or 0)
+            removed = min(limit, summary.size)
+            last = cache.last_offset_upto(processed, removed)
+        if last is None:
+            return ClearResult(name, 0, None, None)
+        command = CommandMessage(
+            sub_sling_id=subscriber.sling_id,
+            sub_agent_name=subscriber.agent_name,
+            clear_command=ClearCommand(offset=last),
+            pub_agent_name=self.agent_name,
+        )
+        command_offset = self.sender.send(command, key=subscriber.agent_name)
+        log.info(
+            "clear of %s: %d items up to offset %d (command at offset %d)",
+            name,
+            removed,
+            last,
+            command_offset,
+        )
+        return ClearResult(name, removed, last, command_offset)

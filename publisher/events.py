@@ -1,0 +1,183 @@
+"""Distributed events: one PackageDistributedMessage per package every alive subscriber has
+processed (DESIGN §3.1, §5). Leader only.
+
+When the minimum processed offset of the alive subscribers rises from ``a`` to ``b``, one event
+per cached package in ``(a, b]`` goes to the event topic, as JSON, keyed by the publisher agent
+name: all of an agent's events land in one partition, where the idempotent producer keeps them
+in order. So the last event in that partition is the last one actually written, and everything
+before it was written too. A new leader reads it back and resumes right after it: no event is
+sent twice and none is skipped, whichever instance crashed when.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from journal.api import Journal, Position
+from journal.errors import JournalError
+from journal.wire.messages import TYPE_HEADER, VERSION_HEADER, WIRE_VERSION
+from publisher.discovery import DiscoveryView
+from publisher.entries import Entry
+from publisher.metrics import PublisherMetrics
+from publisher.queue_cache import QueueCache
+
+log = logging.getLogger(__name__)
+
+EVENT_TYPE = "PackageDistributedMessage"
+# Records read back per partition in the first pass when looking for the last event; a
+# partition holding other agents' events is scanned further back, window by window (x4).
+READBACK_WINDOW = 1000
+# Poll timeout while reading events back.
+READBACK_POLL_S = 0.5
+# A read-back gives up on a partition after this many empty polls in a row (records deleted
+# by retention while it read): 10 x 0.5 s is far beyond a healthy broker's fetch latency.
+READBACK_MAX_EMPTY_POLLS = 10
+# Events sent per flush: bounds how much one tick sends before checking the outcome.
+EVENT_BATCH = 1000
+
+
+def event_json(agent_name: str, instance_id: str, entry: Entry) -> bytes:
+    return json.dumps(
+        {
+            "pubAgentName": agent_name,
+            "packageId": entry.package_id,
+            "offset": entry.offset,
+            "paths": list(entry.paths),
+            "deepPaths": list(entry.deep_paths),
+            "application": instance_id,
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+class DistributedEvents:
+    def __init__(
+        self,
+        journal: Journal,
+        topic: str,
+        cache: QueueCache,
+        discovery: DiscoveryView,
+        *,
+        agent_name: str,
+        instance_id: str,
+        metrics: PublisherMetrics,
+    ) -> None:
+        self.journal = journal
+        self.topic = topic
+        self.cache = cache
+        self.discovery = discovery
+        self.agent_name = agent_name
+        self.instance_id = instance_id
+        self.metrics = metrics
+        self._recovered = False
+        self.last_offset: int | None = None
+
+    def reset(self) -> None:
+        """Forget the position (leadership lost): the next tick reads it back again."""
+        self._recovered = False
+        self.last_offset = None
+
+    def min_processed_offset(self) -> int | None:
+        offsets = [
+            state.offset
+            for s in self.discovery.alive()
+            if (state := s.states.get(self.agent_name)) is not None
+        ]
+        return min(offsets) if offsets else None
+
+    def tick(self) -> int:
+        """Send the events due; returns how many were sent."""
+        if not self._recovered:
+            self.last_offset = self.read_back()
+            self._recovered = True
+            log.info("distributed events resume after offset %s", self.last_offset)
+        low = self.min_processed_offset()
+        if low is None:
+            return 0
+        if self.last_offset is None:
+            # No event was ever sent: start from the subscribers' current position.
+            self.last_offset = low
+            log.info("distributed events start after offset %d", low)
+            return 0
+        if low <= self.last_offset:
+            return 0
+        self.cache.ensure(self.last_offset + 1)
+        entries = self.cache.entries_between(self.last_offset, low)
+        sent = 0
+        try:
+            for start in range(0, len(entries), EVENT_BATCH):
+                batch = entries[start : start + EVENT_BATCH]
+                pending = [
+                    self.journal.send_async(
+                        self.topic,
+                        event_json(self.agent_name, self.instance_id, e),
+                        key=self.agent_name.encode(),
+                        headers={TYPE_HEADER: EVENT_TYPE, VERSION_HEADER: WIRE_VERSION},
+                    )
+                    for e in batch
+                ]
+                self.journal.flush()
+                for p in pending:
+                    p.result()
+                sent += len(batch)
+                self.last_offset = batch[-1].offset
+        except JournalError:
+            # Some of the batch may be written: read back the truth before sending again.
+            self._recovered = False
+            self.metrics.distributed_events.inc(sent)
+            raise
+        self.metrics.distributed_events.inc(sent)
+        self.last_offset = low
+        if sent:
+            log.info("sent %d distributed events up to offset %d", sent, low)
+        return sent
+
+    def read_back(self) -> int | None:
+        """Offset of the last event of this agent on the event topic, None if there is none."""
+        best: int | None = None
+        for partition in range(self.journal.partitions(self.topic)):
+            found = self._last_in_partition(partition)
+            if found is not None and (best is None or found > best):
+                best = found
+        return best
+
+    def _last_in_partition(self, partition: int) -> int | None:
+        earliest = self.journal.earliest_offset(self.topic, partition)
+        end = self.journal.latest_offset(self.topic, partition)
+        window = READBACK_WINDOW
+        while end > earliest:
+            start = max(earliest, end - window)
+            found = self._scan(partition, start, end)
+            if found is not None:
+                return found
+            end, window = start, window * 4
+        return None
+
+    def _scan(self, partition: int, start: int, end: int) -> int | None:
+        best: int | None = None
+        empty = 0
+        with self.journal.consumer(self.topic, Position.at(start), [partition]) as consumer:
+            while consumer.positions().get(partition, start) < end:
+                records = consumer.poll(READBACK_POLL_S)
+                empty = 0 if records else empty + 1
+                if empty >= READBACK_MAX_EMPTY_POLLS:
+                    log.warning("event topic partition %d: read-back stopped early", partition)
+                    break
+                for record in records:
+                    if record.offset >= end:
+                        break
+                    offset = _event_offset(record.value, self.agent_name)
+                    if offset is not None and (best is None or offset > best):
+                        best = offset
+        return best
+
+
+def _event_offset(value: bytes, agent_name: str) -> int | None:
+    try:
+        event = json.loads(value)
+        if event.get("pubAgentName") == agent_name:
+            return int(event["offset"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        log.warning("event topic: skipped a record that is not a distributed event")
+    return None

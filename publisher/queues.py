@@ -1,0 +1,188 @@
+"""Per-subscriber queues: views of the queue cache after each subscriber's processed offset.
+
+A queue holds the cached packages with offset > the subscriber's last processed offset for this
+publisher agent, in offset order. State (Sling's): IDLE when empty, BLOCKED when the head item
+failed ``blocked_after_attempts`` times or more, RUNNING otherwise. The agent is BLOCKED when
+any queue is, IDLE when all are empty, RUNNING otherwise.
+
+Nothing is copied per queue: sizes are bisects into the shared cache, and items are decoded
+only for the page asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from publisher.discovery import DiscoveryView, Subscriber, now_ms
+from publisher.entries import Entry
+from publisher.error_queues import ErrorQueues, ReportedError
+from publisher.errors import QueueNotFound
+from publisher.queue_cache import QueueCache
+
+ERROR_QUEUE_SUFFIX = "-error"
+
+
+class QueueState(StrEnum):
+    IDLE = "IDLE"
+    RUNNING = "RUNNING"
+    BLOCKED = "BLOCKED"
+
+
+@dataclass(frozen=True)
+class QueueSummary:
+    name: str
+    subscriber: Subscriber
+    processed_offset: int | None
+    state: QueueState
+    size: int
+    head_offset: int | None
+    head_attempts: int
+    lag_ms: int
+    error_queue_size: int | None
+
+    @property
+    def error_queue_name(self) -> str | None:
+        return self.name + ERROR_QUEUE_SUFFIX if self.subscriber.has_error_queue else None
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    id: str
+    offset: int
+    entry: Entry | None
+    attempts: int
+    last_error: ReportedError | None
+
+
+def entry_id(topic: str, offset: int) -> str:
+    """Sling's entry id: ``<topic>-<partition>@<offset>`` (the package topic has partition 0)."""
+    return f"{topic}-0@{offset}"
+
+
+class Queues:
+    def __init__(
+        self,
+        cache: QueueCache,
+        discovery: DiscoveryView,
+        errors: ErrorQueues,
+        *,
+        agent_name: str,
+        topic: str,
+        blocked_after_attempts: int,
+        clock_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        self.cache = cache
+        self.discovery = discovery
+        self.errors = errors
+        self.agent_name = agent_name
+        self.topic = topic
+        self.blocked_after_attempts = blocked_after_attempts
+        self.clock_ms = clock_ms
+
+    def processed_offset(self, subscriber: Subscriber) -> int | None:
+        state = subscriber.states.get(self.agent_name)
+        return state.offset if state is not None else None
+
+    def subscriber(self, name: str) -> Subscriber:
+        subscriber = self.discovery.get(name)
+        if subscriber is None:
+            raise QueueNotFound(f"no alive subscriber has the queue {name!r}")
+        return subscriber
+
+    def summaries(self) -> list[QueueSummary]:
+        subscribers = self.discovery.alive()
+        offsets = [o for s in subscribers if (o := self.processed_offset(s)) is not None]
+        if offsets:
+            self.cache.ensure(min(offsets) + 1)
+        return [self._summary(s) for s in subscribers]
+
+    def summary(self, name: str) -> QueueSummary:
+        subscriber = self.subscriber(name)
+        processed = self.processed_offset(subscriber)
+        if processed is not None:
+            self.cache.ensure(processed + 1)
+        return self._summary(subscriber)
+
+    def _summary(self, subscriber: Subscriber) -> QueueSummary:
+        name = subscriber.queue_name
+        state = subscriber.states.get(self.agent_name)
+        error_size = self.errors.size(name) if subscriber.has_error_queue else None
+        head = self.cache.head_after(state.offset) if state is not None else None
+        if state is None or head is None:
+            return QueueSummary(
+                name,
+                subscriber,
+                state.offset if state else None,
+                QueueState.IDLE,
+                0,
+                None,
+                0,
+                0,
+                error_size,
+            )
+        attempts = state.retries
+        queue_state = (
+            QueueState.BLOCKED if attempts >= self.blocked_after_attempts else QueueState.RUNNING
+        )
+        return QueueSummary(
+            name=name,
+            subscriber=subscriber,
+            processed_offset=state.offset,
+            state=queue_state,
+            size=self.cache.count_after(state.offset),
+            head_offset=head[0],
+            head_attempts=attempts,
+            lag_ms=max(0, self.clock_ms() - head[1]),
+            error_queue_size=error_size,
+        )
+
+    def items(self, name: str, skip: int, limit: int) -> list[QueueItem]:
+        subscriber = self.subscriber(name)
+        processed = self.processed_offset(subscriber)
+        if processed is None:
+            return []
+        self.cache.ensure(processed + 1)
+        retries = subscriber.states[self.agent_name].retries
+        entries = self.cache.items_after(processed, skip, limit)
+        return [
+            QueueItem(
+                id=entry_id(self.topic, e.offset),
+                offset=e.offset,
+                entry=e,
+                attempts=retries if skip == 0 and i == 0 else 0,
+                last_error=self.errors.last_error(name, e.offset),
+            )
+            for i, e in enumerate(entries)
+        ]
+
+    def error_items(self, name: str, skip: int, limit: int) -> list[QueueItem]:
+        base = name.removesuffix(ERROR_QUEUE_SUFFIX)
+        subscriber = self.subscriber(base)
+        if not subscriber.has_error_queue:
+            raise QueueNotFound(
+                f"subscriber {base!r} has no error queue (max retries {subscriber.max_retries} "
+                "< 0: it blocks on failures instead)"
+            )
+        offsets = self.errors.offsets(base, skip, limit)
+        if offsets:
+            self.cache.ensure(offsets[0])
+        return [
+            QueueItem(
+                id=entry_id(self.topic, offset),
+                offset=offset,
+                entry=self.cache.entry_at(offset),
+                attempts=subscriber.max_retries + 1,
+                last_error=self.errors.last_error(base, offset),
+            )
+            for offset in offsets
+        ]
+
+    def agent_state(self, summaries: list[QueueSummary] | None = None) -> QueueState:
+        summaries = self.summaries() if summaries is None else summaries
+        if any(s.state is QueueState.BLOCKED for s in summaries):
+            return QueueState.BLOCKED
+        if all(s.state is QueueState.IDLE for s in summaries):
+            return QueueState.IDLE
+        return QueueState.RUNNING

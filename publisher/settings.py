@@ -1,0 +1,141 @@
+"""Typed publisher settings (environment prefix ``SCD_PUBLISHER_``).
+
+The journal and the blob store keep their own settings (``SCD_JOURNAL_*``, ``SCD_BLOB_*``);
+these are the publisher agent's. Outside ``dev_mode`` the API token must be set and must not be
+a placeholder: a publisher that accepts anyone's distribute requests is never what production
+wants.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Self
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+KIB = 1024
+MIB = 1024 * KIB
+
+# Binaries above this size go to the blob store once (content-addressed) and the package only
+# references them; below it the extra blob round trip costs more than carrying the bytes.
+DEFAULT_BINARY_THRESHOLD_BYTES = 16 * KIB
+# Sling's inline package limit: a serialized package above it is spilled to the blob store and
+# sent by reference, so package records stay well under Kafka's customary 1 MiB.
+DEFAULT_INLINE_PACKAGE_LIMIT_BYTES = 800 * KIB
+# Every package is built in memory on the publisher and read whole by every subscriber:
+# 64 MiB bounds that memory while leaving room for large page trees (binaries above the
+# threshold do not count, they are references).
+DEFAULT_MAX_PACKAGE_BYTES = 64 * MIB
+# A request body carries binaries as base64 (4/3 of their size) or multipart parts; a body
+# beyond this is refused before it is parsed. 96 MiB lets a maximal package through as base64.
+DEFAULT_MAX_REQUEST_BYTES = 96 * MIB
+# Sling: a subscriber is alive while it announced itself within 30 s (it announces every 10 s,
+# so two lost announcements are tolerated).
+DEFAULT_DISCOVERY_TTL_S = 30.0
+# Sling refreshes its view every 5 s: subscribers appearing/disappearing are logged, the
+# minimum processed offset (events) and the per-subscriber metrics are recomputed that often.
+DEFAULT_VIEW_REFRESH_S = 5.0
+# Sling recycles its package cache every 12 h: entries nobody needs any more are dropped.
+DEFAULT_QUEUE_CACHE_RECYCLE_S = 12 * 3600.0
+# Sling gives up fetching an older range of the package topic after one minute.
+DEFAULT_FETCH_TIMEOUT_S = 60.0
+# Sling: the package cleanup ran every 12 h; retention is counted in days, so more often buys
+# nothing.
+DEFAULT_CLEANUP_INTERVAL_S = 12 * 3600.0
+# A spilled package blob without an offset stamp is only stamped once it is this old: any send
+# still in flight (send timeout 30 s) has finished by then, so the latest offset read afterwards
+# is an upper bound of the package's real offset.
+DEFAULT_CLEANUP_GRACE_S = 300.0
+# Sling shows a queue BLOCKED once its head item failed this many times.
+DEFAULT_BLOCKED_AFTER_ATTEMPTS = 3
+# How long a queue page may be; a page is built from the shared cache, so this bounds the
+# response, not memory.
+DEFAULT_MAX_PAGE_ITEMS = 1000
+# Kafka's group coordinator declares a silent member dead after the session timeout; 6 s is the
+# broker's default minimum (group.min.session.timeout.ms), so a killed leader is replaced in
+# about 6-10 s.
+DEFAULT_LEADER_SESSION_TIMEOUT_S = 6.0
+# Embedded backend: how often a follower retries taking the leader file lock.
+DEFAULT_LEADER_LOCK_RETRY_S = 1.0
+
+# Tokens that are clearly not secrets; refused outside dev mode.
+PLACEHOLDER_TOKENS = frozenset(
+    {"", "changethis", "changeme", "change-me", "secret", "token", "password", "admin", "test"}
+)
+# A token shorter than this is guessable; refused outside dev mode.
+MIN_TOKEN_CHARS = 16
+
+
+class PublisherSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SCD_PUBLISHER_", extra="forbid")
+
+    agent_name: str = Field(
+        default="publish",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
+        description="Publisher agent name (pub_agent_name on every message).",
+    )
+    instance_id: str = Field(
+        default_factory=socket.gethostname,
+        min_length=1,
+        max_length=200,
+        description="This publisher instance (pub_sling_id; 'application' of events).",
+    )
+    dev_mode: bool = Field(
+        default=False, description="Allow a missing or placeholder API token (development)."
+    )
+    api_token: SecretStr | None = Field(
+        default=None, description="Bearer token required by mutating endpoints."
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+
+    content_root: Path | None = Field(
+        default=None, description="Directory tree ADD requests export nodes from."
+    )
+    binary_threshold_bytes: int = Field(default=DEFAULT_BINARY_THRESHOLD_BYTES, ge=0)
+    inline_package_limit_bytes: int = Field(default=DEFAULT_INLINE_PACKAGE_LIMIT_BYTES, ge=1)
+    max_package_bytes: int = Field(default=DEFAULT_MAX_PACKAGE_BYTES, ge=1)
+    max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, ge=1024)
+    package_key_prefix: str = Field(default="packages", pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+
+    discovery_ttl_s: float = Field(default=DEFAULT_DISCOVERY_TTL_S, gt=0)
+    view_refresh_s: float = Field(default=DEFAULT_VIEW_REFRESH_S, gt=0)
+    queue_cache_recycle_s: float = Field(default=DEFAULT_QUEUE_CACHE_RECYCLE_S, gt=0)
+    fetch_timeout_s: float = Field(default=DEFAULT_FETCH_TIMEOUT_S, gt=0)
+    blocked_after_attempts: int = Field(default=DEFAULT_BLOCKED_AFTER_ATTEMPTS, ge=1)
+    max_page_items: int = Field(default=DEFAULT_MAX_PAGE_ITEMS, ge=1)
+
+    events_enabled: bool = True
+    cleanup_interval_s: float = Field(default=DEFAULT_CLEANUP_INTERVAL_S, gt=0)
+    cleanup_grace_s: float = Field(default=DEFAULT_CLEANUP_GRACE_S, ge=0)
+    leader_topic: str = "scd.publisher.leader"
+    leader_session_timeout_s: float = Field(default=DEFAULT_LEADER_SESSION_TIMEOUT_S, gt=0)
+    leader_lock_retry_s: float = Field(default=DEFAULT_LEADER_LOCK_RETRY_S, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.inline_package_limit_bytes > self.max_package_bytes:
+            raise ValueError(
+                "SCD_PUBLISHER_INLINE_PACKAGE_LIMIT_BYTES must not exceed "
+                "SCD_PUBLISHER_MAX_PACKAGE_BYTES"
+            )
+        if not self.dev_mode:
+            token = self.api_token.get_secret_value() if self.api_token else None
+            if token is None:
+                raise ValueError(
+                    "SCD_PUBLISHER_API_TOKEN must be set (or SCD_PUBLISHER_DEV_MODE=true for "
+                    "an unauthenticated development publisher)"
+                )
+            if token.strip().lower() in PLACEHOLDER_TOKENS or len(token) < MIN_TOKEN_CHARS:
+                raise ValueError(
+                    "SCD_PUBLISHER_API_TOKEN is a placeholder or shorter than "
+                    f"{MIN_TOKEN_CHARS} characters; set a real secret (or "
+                    "SCD_PUBLISHER_DEV_MODE=true in development)"
+                )
+        return self
+
+    @property
+    def auth_enabled(self) -> bool:
+        return self.api_token is not None
