@@ -1,0 +1,301 @@
+"""The subscriber's content store: one Delta Lake table (local path or s3a://) holding the
+current content tree and the subscriber's bookkeeping, written through Spark.
+
+Exactly once: a batch's content changes, its new processed offset and its pending statuses are
+written by ONE Delta commit, which also records a Delta transaction id (``txnAppId`` /
+``txnVersion`` = offset + 1) so a replayed write of an offset already committed is skipped by
+Delta itself. A crash at any instant leaves the old content with the old offset, or the new
+content with the new offset. The offset lives in the table, so a copy of the table resumes
+where the copy was made.
+
+Commits take one of two paths:
+* a batch that only creates nodes (and skips, tests, statuses) is a plain append: one Spark job;
+* a batch that updates or deletes existing nodes is one MERGE keyed by (kind, path); deep
+  deletes were already resolved to exact paths against the in-memory path index.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from subscriber.changes import ChangeSet, status_name
+from subscriber.rows import (
+    COLUMNS,
+    KIND_CLEAR,
+    KIND_META,
+    KIND_NODE,
+    KIND_OFFSET,
+    KIND_STATUS,
+    SCHEMA,
+    StoredNode,
+    bookkeeping_row,
+    node_row,
+)
+
+log = logging.getLogger(__name__)
+
+# Delta transaction application id under which import commits record their offset.
+TXN_APP_ID = "scd.subscriber.import"
+_TXN_CONFS = (
+    "spark.databricks.delta.write.txnAppId",
+    "spark.databricks.delta.write.txnVersion",
+    "spark.databricks.delta.commitInfo.userMetadata",
+)
+
+
+@dataclass
+class StoreState:
+    """What a subscriber needs from its store at start."""
+
+    instance_id: str
+    offset: int | None  # last processed package offset; None for a brand-new store
+    clear_offset: int
+    pending_statuses: list[tuple[int, str, str]] = field(default_factory=list)
+    # (offset, pub_agent, status name), in offset order
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ContentStore:
+    def __init__(self, spark: Any, location: str) -> None:
+        self.spark = spark
+        self.location = location
+        self.paths: set[str] = set()
+        self.state: StoreState | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def _table_exists(self) -> bool:
+        from delta.tables import DeltaTable
+
+        return bool(DeltaTable.isDeltaTable(self.spark, self.location))
+
+    def open(self) -> StoreState:
+        """Create the table if needed; load bookkeeping and the node path index."""
+        if not self._table_exists():
+            self.spark.createDataFrame([], SCHEMA).write.format("delta").partitionBy("kind").mode(
+                "ignore"
+            ).save(self.location)
+            log.info("created content store %s", self.location)
+        table = self.spark.read.format("delta").load(self.location)
+        books = (
+            table.where(f"kind != '{KIND_NODE}'")
+            .select("kind", "path", "offset", "pub_agent", "status", "info")
+            .collect()
+        )
+        self.paths = {
+            r["path"] for r in table.where(f"kind = '{KIND_NODE}'").select("path").collect()
+        }
+        offsets = [r["offset"] for r in books if r["kind"] == KIND_OFFSET]
+        clears = [r["offset"] for r in books if r["kind"] == KIND_CLEAR]
+        statuses = sorted(
+            (r["offset"], r["pub_agent"], r["status"]) for r in books if r["kind"] == KIND_STATUS
+        )
+        meta_key = f"instance@{self.location}"
+        instance = next(
+            (r["info"] for r in books if r["kind"] == KIND_META and r["path"] == meta_key), None
+        )
+        if instance is None:
+            # A new table, or a copy at a new location: a new subscriber instance.
+            instance = uuid.uuid4().hex
+            row = (
+                KIND_META,
+                meta_key,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                instance,
+                _now_ms(),
+            )
+            self._append([row], user_metadata={"instance": instance})
+        self.state = StoreState(
+            instance_id=instance,
+            offset=max(offsets) if offsets else None,
+            clear_offset=max(clears) if clears else -1,
+            pending_statuses=statuses,
+        )
+        log.info(
+            "content store %s: instance %s, offset %s, clear %s, %d nodes, %d pending statuses",
+            self.location,
+            instance,
+            self.state.offset,
+            self.state.clear_offset,
+            len(self.paths),
+            len(statuses),
+        )
+        return self.state
+
+    # ------------------------------------------------------------------ writes
+    def _append(
+        self,
+        rows: list[tuple[Any, ...]],
+        *,
+        txn_version: int | None = None,
+        user_metadata: dict[str, object] | None = None,
+    ) -> None:
+        writer = self.spark.createDataFrame(rows, SCHEMA).write.format("delta").mode("append")
+        if txn_version is not None:
+            writer = writer.option("txnAppId", TXN_APP_ID).option("txnVersion", txn_version)
+        if user_metadata is not None:
+            writer = writer.option("userMetadata", json.dumps(user_metadata))
+        writer.save(self.location)
+
+    def _merge(
+        self, rows: list[tuple[Any, ...]], *, txn_version: int, user_metadata: dict[str, object]
+    ) -> None:
+        from delta.tables import DeltaTable
+
+        source = self.spark.createDataFrame(rows, SCHEMA + ", op STRING")
+        conf = self.spark.conf
+        conf.set(_TXN_CONFS[0], TXN_APP_ID)
+        conf.set(_TXN_CONFS[1], str(txn_version))
+        conf.set(_TXN_CONFS[2], json.dumps(user_metadata))
+        try:
+            (
+                DeltaTable.forPath(self.spark, self.location)
+                .alias("t")
+                .merge(
+                    source.alias("s"),
+                    f"t.kind = '{KIND_NODE}' AND s.kind = '{KIND_NODE}' AND t.path = s.path",
+                )
+                .whenMatchedDelete("s.op = 'delete'")
+                .whenMatchedUpdate(set={c: f"s.`{c}`" for c in COLUMNS})
+                .whenNotMatchedInsert("s.op != 'delete'", values={c: f"s.`{c}`" for c in COLUMNS})
+                .execute()
+            )
+        finally:
+            for name in _TXN_CONFS:
+                conf.unset(name)
+
+    def commit(self, changes: ChangeSet) -> None:
+        """Apply a batch: content, offset and statuses in one Delta commit."""
+        assert self.state is not None, "open() the store first"
+        now = _now_ms()
+        last = changes.units[-1]
+        rows: list[tuple[Any, ...]] = [
+            node_row(node, *changes.node_offsets[path], last.pub_agent, now)
+            for path, node in changes.upserts.items()
+        ]
+        rows.append(
+            bookkeeping_row(
+                KIND_OFFSET, last.offset, now, pub_agent=last.pub_agent, pkg_id=last.pkg_id
+            )
+        )
+        statuses = [(off, agent, status_name(st)) for off, agent, st in changes.statuses]
+        rows.extend(
+            bookkeeping_row(KIND_STATUS, off, now, pub_agent=agent, status=st)
+            for off, agent, st in statuses
+        )
+        meta = changes.summary()
+        if changes.inserts_only:
+            self._append(rows, txn_version=last.offset + 1, user_metadata=meta)
+        else:
+            deletes = [
+                (
+                    KIND_NODE,
+                    path,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    now,
+                    "delete",
+                )
+                for path in changes.deletes
+            ]
+            self._merge(
+                [*((*r, "upsert") for r in rows), *deletes],
+                txn_version=last.offset + 1,
+                user_metadata=meta,
+            )
+        self.paths.difference_update(changes.deletes)
+        self.paths.update(changes.upserts)
+        self.state.offset = last.offset
+        self.state.pending_statuses.extend(statuses)
+
+    def record_offset(self, offset: int, reason: str) -> None:
+        """Commit a processed offset with no content change (start position, skips)."""
+        assert self.state is not None, "open() the store first"
+        self._append(
+            [bookkeeping_row(KIND_OFFSET, offset, _now_ms(), info=reason)],
+            txn_version=offset + 1,
+            user_metadata={"offsets": [offset, offset], "reason": reason},
+        )
+        self.state.offset = offset
+
+    def record_clear(self, offset: int) -> int:
+        """Persist clear offset = max(old, new); returns the clear offset in force."""
+        assert self.state is not None, "open() the store first"
+        if offset > self.state.clear_offset:
+            self._append(
+                [bookkeeping_row(KIND_CLEAR, offset, _now_ms())], user_metadata={"clear": offset}
+            )
+            self.state.clear_offset = offset
+        return self.state.clear_offset
+
+    def forget_statuses(self, up_to_offset: int) -> None:
+        """Remove sent statuses (offset <= up_to_offset) and superseded offset rows."""
+        assert self.state is not None, "open() the store first"
+        from delta.tables import DeltaTable
+
+        current = self.state.offset if self.state.offset is not None else -1
+        DeltaTable.forPath(self.spark, self.location).delete(
+            f"(kind = '{KIND_STATUS}' AND offset <= {int(up_to_offset)}) OR "
+            f"(kind = '{KIND_OFFSET}' AND offset < {int(current)})"
+        )
+        self.state.pending_statuses = [
+            s for s in self.state.pending_statuses if s[0] > up_to_offset
+        ]
+
+    # ------------------------------------------------------------------ reads
+    def nodes(self, root: str = "/", *, deep: bool = True) -> list[StoredNode]:
+        table = self.spark.read.format("delta").load(self.location).where(f"kind = '{KIND_NODE}'")
+        if deep and root != "/":
+            prefix = root.rstrip("/") + "/"
+            table = table.where((table.path == root) | table.path.startswith(prefix))
+        elif not deep:
+            table = table.where((table.path == root) | (table.parent == root))
+        return sorted((StoredNode.from_row(r) for r in table.collect()), key=lambda n: n.path)
+
+    def node(self, path: str) -> StoredNode | None:
+        table = self.spark.read.format("delta").load(self.location)
+        rows = table.where((table.kind == KIND_NODE) & (table.path == path)).collect()
+        return StoredNode.from_row(rows[0]) if rows else None
+
+    def history(self) -> list[dict[str, Any]]:
+        """Commits, oldest first: version, operation and the metadata the import recorded."""
+        from delta.tables import DeltaTable
+
+        rows = (
+            DeltaTable.forPath(self.spark, self.location)
+            .history()
+            .select("version", "operation", "userMetadata")
+            .collect()
+        )
+        return sorted(
+            (
+                {
+                    "version": r["version"],
+                    "operation": r["operation"],
+                    "metadata": json.loads(r["userMetadata"]) if r["userMetadata"] else None,
+                }
+                for r in rows
+            ),
+            key=lambda c: c["version"],
+        )
