@@ -220,7 +220,9 @@ class Journal(abc.ABC):
         self, topic: str, value: bytes, key: bytes | None, headers: Mapping[str, str] | None
     ) -> None:
         """Refuse a record larger than the topic's limit, before anything is sent."""
-        size = len(value) + (len(key) if key else 0) + RECORD_OVERHEAD_BYTES
+        size = len(value) + RECORD_OVERHEAD_BYTES
+        if key:
+            size += len(key)
         if headers:
             size += sum(len(k) + len(v) for k, v in headers.items())
         limit = self.max_message_bytes(topic)

@@ -46,14 +46,14 @@ DEFAULT_SEND_TIMEOUT_S = 30.0
 # Admin and metadata calls (create topics, offsets): a reachable broker answers in
 # milliseconds; 10 s leaves room for a slow start without hanging a caller for long.
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
-# linger.ms: wait up to 5 ms to batch records. Halves per-record overhead under load and adds
-# at most 5 ms to a single send, small next to the broker's acks=all round trip.
+# linger.ms: wait up to 5 ms to batch records sent with send_async(); halves per-record
+# overhead under load. A synchronous send() flushes, so it never waits for the linger.
 PRODUCER_LINGER_MS = 5
 # How long produce() waits in total for room in librdkafka's local queue before failing.
 QUEUE_FULL_WAIT_S = 30.0
 # Kafka's default segment.ms (7 days): segments are never kept open longer than that.
 MAX_SEGMENT_MS = 7 * 24 * 3600 * 1000
-# Poll step while waiting for one acknowledgement: short enough for a low-latency send.
+# Flush step while waiting for one acknowledgement: bounds how late a timeout is noticed.
 ACK_POLL_S = 0.05
 
 
@@ -200,18 +200,18 @@ class KafkaJournal(Journal):
         headers: Mapping[str, str] | None = None,
     ) -> PendingSend:
         self.check_size(topic, value, key, headers)
-        pending = PendingSend()
-        producer = self.producer
+        pending = _KafkaPending()
+        producer = self._producer or self.producer
         deadline = 0.0
         while True:
             try:
-                producer.produce(
-                    topic,
-                    value,
-                    key,
-                    headers=list(headers.items()) if headers else None,
-                    on_delivery=_Ack(pending, topic),
-                )
+                # No headers= keyword when there are none: produce() parses it per record.
+                if headers:
+                    producer.produce(
+                        topic, value, key, headers=list(headers.items()), on_delivery=pending
+                    )
+                else:
+                    producer.produce(topic, value, key, on_delivery=pending)
                 break
             except BufferError:
                 # Local queue full: serve delivery reports until there is room.
@@ -234,13 +234,16 @@ class KafkaJournal(Journal):
         # covers delivery-report latency.
         deadline = time.monotonic() + self.send_timeout_s + 1.0
         while not pending.done:
-            if time.monotonic() > deadline:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
                 pending.error = JournalUnavailable(
                     f"no acknowledgement from Kafka at {self.bootstrap_servers} within "
                     f"{self.send_timeout_s} s"
                 )
                 return
-            producer.poll(ACK_POLL_S)
+            # flush() sends at once instead of waiting out linger.ms: a synchronous send pays
+            # only the broker round trip, while bulk send_async() traffic still batches.
+            producer.flush(min(remaining, ACK_POLL_S))
 
     def flush(self, timeout_s: float | None = None) -> None:
         if self._producer is None:
@@ -292,21 +295,17 @@ class KafkaJournal(Journal):
             self._meta = None
 
 
-class _Ack:
-    """Delivery report callback of one record (a class: cheaper than a closure per send)."""
+class _KafkaPending(PendingSend):
+    """A PendingSend that is its own delivery report callback: one object per send, not two."""
 
-    __slots__ = ("pending", "topic")
-
-    def __init__(self, pending: PendingSend, topic: str) -> None:
-        self.pending = pending
-        self.topic = topic
+    __slots__ = ()
 
     def __call__(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
-            self.pending.error = _journal_error(err, f"send to {self.topic}")
+            self.error = _journal_error(err, f"send to {msg.topic()}")
         else:
-            self.pending.partition = msg.partition()
-            self.pending.offset = msg.offset()
+            self.partition = msg.partition()
+            self.offset = msg.offset()
 
 
 class KafkaConsumer(Consumer):
