@@ -134,7 +134,7 @@ class ChangeSet:
 
 
 def status_name(status: int) -> str:
-    return str(Status.Name(status))  # type: ignore[arg-type]
+    return str(Status.Name(status))
 
 
 def new_change_set(existing: Set[str], units: Iterable[Unit] = ()) -> ChangeSet:

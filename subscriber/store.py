@@ -57,6 +57,7 @@ class StoreState:
     clear_offset: int
     pending_statuses: list[tuple[int, str, str]] = field(default_factory=list)
     # (offset, pub_agent, status name), in offset order
+    sent_statuses_up_to: int = -1  # statuses up to here were sent and may be purged
 
 
 def _now_ms() -> int:

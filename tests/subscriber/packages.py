@@ -11,7 +11,6 @@ from journal.wire.package import (
     ContentPackage,
     FilterRoot,
     Node,
-    Value,
 )
 from subscriber.changes import Unit
 

@@ -1,0 +1,59 @@
+"""Turn a package record into the content package to import: inline bytes or a blob-store
+reference, length and checksum verified, format version checked."""
+
+from __future__ import annotations
+
+from blobstore.api import BlobStore
+from blobstore.errors import BlobNotFound, BlobStoreError
+from journal.errors import DecodeError, ScdError
+from journal.wire.messages import PackageMessage
+from journal.wire.package import ContentPackage, checksum, decode_package
+
+
+class PackageUnavailable(ScdError):
+    """The package's blob could not be read now (store down, blob missing): retry may help."""
+
+    retriable = True
+
+
+class CorruptPackage(ScdError):
+    """The package bytes are wrong (checksum, length, undecodable, unknown version)."""
+
+
+def package_bytes(message: PackageMessage, blobs: BlobStore | None) -> bytes:
+    if message.pkg_binary_ref:
+        if blobs is None:
+            raise PackageUnavailable(
+                f"package {message.pkg_id} is stored by reference ({message.pkg_binary_ref}) "
+                "but this subscriber has no blob store configured"
+            )
+        try:
+            data = blobs.get_bytes(message.pkg_binary_ref)
+        except BlobNotFound as exc:
+            raise PackageUnavailable(
+                f"package {message.pkg_id}: blob {message.pkg_binary_ref} not found"
+            ) from exc
+        except BlobStoreError as exc:
+            raise PackageUnavailable(f"package {message.pkg_id}: {exc}") from exc
+    else:
+        data = message.pkg_binary
+    if message.pkg_length and len(data) != message.pkg_length:
+        raise CorruptPackage(
+            f"package {message.pkg_id}: {len(data)} bytes, message says {message.pkg_length}"
+        )
+    if message.checksum and checksum(data) != message.checksum:
+        raise CorruptPackage(
+            f"package {message.pkg_id}: checksum mismatch (expected {message.checksum}, "
+            f"got {checksum(data)})"
+        )
+    return data
+
+
+def read_package(message: PackageMessage, blobs: BlobStore | None) -> ContentPackage:
+    data = package_bytes(message, blobs)
+    if not data:
+        return ContentPackage(package_id=message.pkg_id, req_type=message.req_type)
+    try:
+        return decode_package(data)
+    except DecodeError as exc:
+        raise CorruptPackage(f"package {message.pkg_id}: {exc}") from exc

@@ -1,0 +1,55 @@
+"""Typed subscriber settings (environment prefix ``SCD_SUBSCRIBER_``; nested with ``__``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from blobstore.settings import BlobStoreSettings
+from journal.settings import JournalSettings
+
+
+class SubscriberSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SCD_SUBSCRIBER_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    agent_name: str = Field(default="subscriber", min_length=1)
+    # Publisher agents whose packages this subscriber imports; others only advance the offset.
+    pub_agents: list[str] = Field(default_factory=lambda: ["publish"], min_length=1)
+    store_path: str = ".scd/store"
+    # Where a brand-new store starts: Sling's default is the latest offset (new content only).
+    reset: Literal["latest", "earliest"] = "latest"
+    editable: bool = False
+    # Sling's default -1: block and retry forever; >= 0 gives up after that many retries.
+    max_retries: int = -1
+    # Back-off between attempts of a failing package: Sling's 5 s doubling up to 15 min.
+    retry_initial_s: float = Field(default=5.0, gt=0)
+    retry_max_s: float = Field(default=900.0, gt=0)
+    # Discovery announcement period (Sling: 10 s; the publisher's alive TTL is 30 s).
+    announce_interval_s: float = Field(default=10.0, gt=0)
+    # Packages per commit when behind. One Delta commit costs ~1 s here whatever its size,
+    # so large batches amortize it; the batch grows from batch_initial while backlog remains.
+    batch_initial: int = Field(default=50, ge=1)
+    batch_max: int = Field(default=2000, ge=1)
+    # How long one poll waits for packages: bounds shutdown and command latency when idle.
+    poll_timeout_s: float = Field(default=0.5, gt=0)
+    # Skipped (not-for-us) packages: store the offset at least every Nth skip (Sling: 10).
+    skip_store_every: int = Field(default=10, ge=1)
+    # Sent statuses and superseded offset rows are purged after this many commits.
+    purge_every_commits: int = Field(default=100, ge=1)
+    http_port: int | None = Field(default=None, ge=0, le=65535)
+    spark_master: str = "local[2]"
+
+    journal: JournalSettings = Field(default_factory=JournalSettings)
+    # Needed to import packages sent by reference and to read binaries; None: inline only.
+    blobstore: BlobStoreSettings | None = None
+
+    @field_validator("pub_agents", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        return (
+            [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+        )

@@ -1,0 +1,165 @@
+"""Drive a subscriber agent in tests: settings on unique topics, packages written straight to
+the journal (inline or spilled to the blob store), and waiting helpers."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from blobstore.api import BlobStore
+from blobstore.settings import BlobStoreSettings
+from journal.api import Journal, Position
+from journal.settings import JournalSettings, TopicSettings
+from journal.topics import topic_specs
+from journal.wire import messages as m
+from journal.wire.package import ContentPackage, checksum, encode_package
+from subscriber.agent import PACKAGE_TYPE, SubscriberAgent
+from subscriber.settings import SubscriberSettings
+from tests.services import KafkaService, S3Service
+
+PUB = "publish"
+
+
+def journal_settings(kafka: KafkaService | None, prefix: str, tmp: Path) -> JournalSettings:
+    topics = TopicSettings(
+        package=f"{prefix}.package",
+        status=f"{prefix}.status",
+        discovery=f"{prefix}.discovery",
+        command=f"{prefix}.command",
+        event=f"{prefix}.event",
+    )
+    if kafka is None:
+        return JournalSettings(backend="sqlite", sqlite_path=tmp / "journal.db", topics=topics)
+    return JournalSettings(backend="kafka", bootstrap_servers=kafka.bootstrap, topics=topics)
+
+
+def blob_settings(s3: S3Service | None, bucket: str, tmp: Path) -> BlobStoreSettings:
+    if s3 is None:
+        return BlobStoreSettings(backend="local", local_root=tmp / "blobs")
+    return BlobStoreSettings(
+        backend="s3",
+        endpoint_url=s3.endpoint_url,
+        access_key=s3.access_key,
+        secret_key=s3.secret_key,
+        region=s3.region,
+        bucket=bucket,
+        create_bucket=True,
+    )
+
+
+def subscriber_settings(
+    journal: JournalSettings, blobs: BlobStoreSettings, store: Path, **overrides: Any
+) -> SubscriberSettings:
+    values: dict[str, Any] = {
+        "agent_name": "sub",
+        "pub_agents": [PUB],
+        "store_path": str(store),
+        "reset": "earliest",
+        # Milliseconds instead of Sling's seconds: tests wait for retries, not production.
+        "retry_initial_s": 0.05,
+        "retry_max_s": 0.2,
+        "announce_interval_s": 0.5,
+        "poll_timeout_s": 0.2,
+        "journal": journal,
+        "blobstore": blobs,
+    }
+    values.update(overrides)
+    return SubscriberSettings(**values)
+
+
+def create_topics(journal: Journal, settings: JournalSettings) -> None:
+    journal.create_topics(topic_specs(settings))
+
+
+def send_package(
+    journal: Journal,
+    settings: JournalSettings,
+    package: ContentPackage,
+    *,
+    blobs: BlobStore | None = None,
+    pub_agent: str = PUB,
+    data: bytes | None = None,
+    declared_checksum: str | None = None,
+) -> int:
+    """Write a PackageMessage; with ``blobs`` the package goes by reference (spilled)."""
+    payload = encode_package(package) if data is None else data
+    message = m.PackageMessage(
+        pub_sling_id="pub-1",
+        pub_agent_name=pub_agent,
+        pkg_id=package.package_id or uuid.uuid4().hex,
+        req_type=package.req_type,
+        pkg_type=PACKAGE_TYPE,
+        pkg_length=len(payload),
+        paths=[r.path for r in package.roots],
+        deep_paths=[r.path for r in package.roots if r.deep],
+        created_ms=int(time.time() * 1000),
+        checksum=declared_checksum if declared_checksum is not None else checksum(payload),
+    )
+    if blobs is not None:
+        key = f"packages/{message.pkg_id}"
+        blobs.put_bytes(key, payload)
+        message.pkg_binary_ref = key
+    else:
+        message.pkg_binary = payload
+    value, headers = m.encode(message)
+    return journal.send(settings.topics.package, value, headers=headers)
+
+
+def drive(agent: SubscriberAgent, until: Callable[[], bool], timeout_s: float = 120.0) -> None:
+    """Run the agent's import loop in this thread until ``until()`` holds."""
+    deadline = time.monotonic() + timeout_s
+    while not until():
+        assert time.monotonic() < deadline, "agent did not get there in time"
+        agent.run_once()
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float = 120.0, step_s: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(step_s)
+
+
+def read_messages(journal: Journal, topic: str) -> list[tuple[int, Any]]:
+    """Every message on a topic, decoded (offset, message)."""
+    out: list[tuple[int, Any]] = []
+    with journal.consumer(topic, Position.earliest()) as consumer:
+        while True:
+            records = consumer.poll(0.5)
+            if not records:
+                return out
+            for r in records:
+                out.append((r.offset, m.decode(r.headers, r.value)))
+
+
+def statuses(journal: Journal, settings: JournalSettings) -> dict[int, str]:
+    return {
+        msg.offset: m.Status.Name(msg.status)
+        for _, msg in read_messages(journal, settings.topics.status)
+        if isinstance(msg, m.PackageStatusMessage)
+    }
+
+
+def log_messages(journal: Journal, settings: JournalSettings) -> list[m.LogMessage]:
+    return [
+        msg
+        for _, msg in read_messages(journal, settings.topics.status)
+        if isinstance(msg, m.LogMessage)
+    ]
+
+
+def send_clear(
+    journal: Journal, settings: JournalSettings, instance: str, agent: str, offset: int
+) -> None:
+    value, headers = m.encode(
+        m.CommandMessage(
+            sub_sling_id=instance,
+            sub_agent_name=agent,
+            pub_agent_name=PUB,
+            clear_command=m.ClearCommand(offset=offset),
+        )
+    )
+    journal.send(settings.topics.command, value, key=agent.encode(), headers=headers)

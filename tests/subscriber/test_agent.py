@@ -1,0 +1,206 @@
+"""The subscriber agent end to end on real Kafka, a real S3 server and real Spark/Delta:
+Sling scenarios 2, 5, 6, 7, 8 and garbage on the package topic."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from blobstore.api import BlobStore
+from blobstore.factory import open_blob_store
+from journal.api import Journal
+from journal.factory import open_journal
+from journal.settings import JournalSettings
+from journal.wire import messages as m
+from journal.wire.package import ContentPackage
+from subscriber.agent import SubscriberAgent
+from tests.services import KafkaService, S3Service
+from tests.subscriber import harness as h
+from tests.subscriber.packages import file_node, node, package
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ADD, DELETE, TEST = m.ReqType.ADD, m.ReqType.DELETE, m.ReqType.TEST
+
+
+class Env:
+    def __init__(self, journal: Journal, js: JournalSettings, blobs: BlobStore, bs: Any, tmp: Path):
+        self.journal, self.js, self.blobs, self.bs, self.tmp = journal, js, blobs, bs, tmp
+
+    def agent(self, spark: Any, store: str = "store", **overrides: Any) -> SubscriberAgent:
+        settings = h.subscriber_settings(self.js, self.bs, self.tmp / store, **overrides)
+        agent = SubscriberAgent(settings, self.journal, spark, self.blobs)
+        agent.open()
+        return agent
+
+    def send(self, pkg: ContentPackage, **kw: Any) -> int:
+        return h.send_package(self.journal, self.js, pkg, **kw)
+
+
+@pytest.fixture
+def env(
+    kafka_service: KafkaService, s3_service: S3Service, unique_name: str, tmp_path: Path
+) -> Iterator[Env]:
+    js = h.journal_settings(kafka_service, unique_name, tmp_path)
+    bs = h.blob_settings(s3_service, unique_name, tmp_path)
+    with open_journal(js) as journal, open_blob_store(bs) as blobs:
+        h.create_topics(journal, js)
+        yield Env(journal, js, blobs, bs, tmp_path)
+
+
+def site(offset_tag: str, *paths: str) -> list[Any]:
+    return [node(p, title=f"{p}@{offset_tag}") for p in paths]
+
+
+def test_import_restart_and_clone(env: Env, spark: Any) -> None:
+    """Scenarios 2 (spilled package imported) and 8 (restart and clone resume), with batching."""
+    offsets = [
+        env.send(package("p0", ADD, [("/site", True)], site("0", "/site", "/site/a", "/site/a/x"))),
+        env.send(
+            package("p1", ADD, [("/site/b", True)], [file_node("/site/b", b"\x00big" * 300_000)]),
+            blobs=env.blobs,  # spilled: sent by reference
+        ),
+        env.send(package("p2", TEST, [("/site", False)])),
+        env.send(
+            package("p3", ADD, [("/foreign", True)], site("3", "/foreign")), pub_agent="other"
+        ),
+        env.send(package("p4", DELETE, [("/site/a", True)])),
+        env.send(package("p5", ADD, [("/site", False)], site("5", "/site"))),
+    ]
+    agent = env.agent(spark)
+    h.drive(agent, lambda: agent.processed_offset == offsets[-1])
+    assert agent.store.paths == {"/site", "/site/b"}
+    assert agent.counters.commits < len(offsets)  # several packages per commit
+    b = agent.store.node("/site/b")
+    assert b is not None and b.binaries["jcr:data"].data == b"\x00big" * 300_000
+    top = agent.store.node("/site")
+    assert top is not None and top.properties["title"][2] == ["/site@5"]
+    instance = agent.instance_id
+    agent.stop()
+
+    # Restart: resumes after the stored offset, imports only what is new.
+    later = env.send(package("p6", ADD, [("/new", True)], site("6", "/new")))
+    again = env.agent(spark)
+    assert again.instance_id == instance
+    assert again.processed_offset == offsets[-1]
+    h.drive(again, lambda: again.processed_offset == later)
+    assert again.store.paths == {"/site", "/site/b", "/new"}
+
+    # Clone: a copy of the table resumes from the copy's offset as a new instance.
+    shutil.copytree(env.tmp / "store", env.tmp / "clone")
+    again.stop()
+    last = env.send(package("p7", ADD, [("/cloned", True)], site("7", "/cloned")))
+    clone = env.agent(spark, store="clone")
+    assert clone.instance_id != instance and clone.processed_offset == later
+    h.drive(clone, lambda: clone.processed_offset == last)
+    assert clone.store.paths == {"/site", "/site/b", "/new", "/cloned"}
+
+    # No package applied twice: the committed offset ranges never overlap.
+    ranges = [
+        c["metadata"]["offsets"]
+        for c in clone.store.history()
+        if c["metadata"] and "offsets" in c["metadata"]
+    ]
+    covered = [o for lo, hi in ranges for o in range(lo, hi + 1) if o >= 0]
+    assert len(covered) == len(set(covered)), ranges
+    clone.stop()
+
+
+def test_max_retries_gives_removed_failed_and_moves_on(env: Env, spark: Any) -> None:
+    """Scenario 5: max_retries=1 and an import that always fails."""
+    good = env.send(package("g0", ADD, [("/a", True)], site("0", "/a")))
+    bad = env.send(package("bad", ADD, [("/b", True)], site("1", "/b")), blobs=env.blobs)
+    env.blobs.delete("packages/bad")  # the referenced blob is gone: every attempt fails
+    after = env.send(package("g2", ADD, [("/c", True)], site("2", "/c")))
+    agent = env.agent(spark, max_retries=1)
+    h.drive(agent, lambda: agent.processed_offset == after)
+    assert agent.store.paths == {"/a", "/c"}
+    assert h.statuses(env.journal, env.js) == {bad: "REMOVED_FAILED"}  # not editable: only this
+    logs = h.log_messages(env.journal, env.js)
+    assert [log.offset for log in logs] == [bad, bad]  # max_retries + 1 attempts
+    assert "not found" in logs[0].message and logs[0].sub_agent_name == "sub"
+    assert good < bad < after
+    agent.stop()
+
+
+def test_garbage_on_the_package_topic(env: Env, spark: Any) -> None:
+    """Undecodable, unknown version, missing blob, checksum mismatch: failed imports, clearly
+    reported; an unknown record type is skipped; good packages around them are imported."""
+    js, journal = env.js, env.journal
+    journal.send(
+        js.topics.package, b"\xff\x00garbage", headers={"type": "PackageMessage", "version": "1"}
+    )
+    future = b"SCDP" + bytes([9, 1]) + b"whatever"
+    env.send(package("v9", ADD, [("/v", True)]), data=future)
+    env.send(package("gone", ADD, [("/g", True)], site("g", "/g")), blobs=env.blobs)
+    env.blobs.delete("packages/gone")
+    env.send(package("sum", ADD, [("/s", True)], site("s", "/s")), declared_checksum="0" * 64)
+    journal.send(js.topics.package, b"{}", headers={"type": "FuturePing", "version": "7"})
+    last = env.send(package("ok", ADD, [("/ok", True)], site("ok", "/ok")))
+
+    agent = env.agent(spark, max_retries=0)
+    h.drive(agent, lambda: agent.processed_offset == last)
+    assert agent.store.paths == {"/ok"}
+    failed = h.statuses(journal, js)
+    assert sorted(failed.values()) == ["REMOVED_FAILED"] * 4
+    reasons = " | ".join(log.message for log in h.log_messages(journal, js))
+    for expected in ("undecodable", "format version 9", "not found", "checksum mismatch"):
+        assert expected in reasons
+    assert agent.counters.unknown_records == 1
+    agent.stop()
+
+
+def test_editable_clear_unblocks_and_commands_are_filtered(env: Env, spark: Any) -> None:
+    """Scenarios 6 and 7: clears give REMOVED, unblock a stuck package, other subscribers'
+    commands are ignored, clear offsets only grow."""
+    first = env.send(package("e0", ADD, [("/e0", True)], site("0", "/e0")))
+    stuck = env.send(package("stuck", ADD, [("/s", True)], site("s", "/s")), blobs=env.blobs)
+    env.blobs.delete("packages/stuck")
+    after = env.send(package("e2", ADD, [("/e2", True)], site("2", "/e2")))
+    agent = SubscriberAgent(
+        h.subscriber_settings(env.js, env.bs, env.tmp / "store", editable=True, max_retries=-1),
+        env.journal,
+        spark,
+        env.blobs,
+    ).start()
+    try:
+        h.wait_for(lambda: agent.retries >= 3)  # blocked on the stuck package
+        h.send_clear(env.journal, env.js, agent.instance_id, "someone-else", stuck)
+        h.send_clear(env.journal, env.js, "another-instance", agent.name, stuck)
+        retries = agent.retries
+        h.wait_for(lambda: agent.retries >= retries + 3)  # still blocked: not our commands
+        assert agent.processed_offset == first
+
+        h.send_clear(env.journal, env.js, agent.instance_id, agent.name, stuck)
+        h.wait_for(lambda: agent.processed_offset == after)
+        assert agent.store.paths == {"/e0", "/e2"}
+        h.wait_for(lambda: len(h.statuses(env.journal, env.js)) == 3)
+        assert h.statuses(env.journal, env.js) == {
+            first: "IMPORTED",
+            stuck: "REMOVED",
+            after: "IMPORTED",
+        }
+
+        # Clear ahead of the log (clear all), then a lower clear: the higher one stays.
+        h.send_clear(env.journal, env.js, agent.instance_id, agent.name, after + 2)
+        h.wait_for(
+            lambda: agent.store.state is not None and agent.store.state.clear_offset == after + 2
+        )
+        h.send_clear(env.journal, env.js, agent.instance_id, agent.name, first)
+        skipped = [
+            env.send(package(f"c{i}", ADD, [(f"/c{i}", True)], site("c", f"/c{i}")))
+            for i in range(2)
+        ]
+        tail = env.send(package("tail", ADD, [("/tail", True)], site("t", "/tail")))
+        h.wait_for(lambda: agent.processed_offset == tail)
+        assert agent.store.paths == {"/e0", "/e2", "/tail"}
+        h.wait_for(lambda: len(h.statuses(env.journal, env.js)) == 6)
+        got = h.statuses(env.journal, env.js)
+        assert [got[o] for o in skipped] == ["REMOVED", "REMOVED"] and got[tail] == "IMPORTED"
+        assert agent.store.state is not None and agent.store.state.clear_offset == after + 2
+    finally:
+        agent.stop()
