@@ -1,0 +1,169 @@
+"""Prometheus metrics of one subscriber agent (Sling's subscriber metrics under an ``scd_``
+prefix), plus lag, batch size and processed offset.
+
+Each agent owns its registry, so several agents in one process (embedded mode, tests) never
+collide; every series carries the subscriber agent name as label ``agent``, so a Prometheus
+server scraping many subscribers can tell them apart and aggregate them.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+# Package sizes: DELETE/TEST packages are a few hundred bytes, typical ADDs < 10 KB, and the
+# inline limit is 800 KiB (819200, its own bucket edge, so inline and spilled packages separate);
+# spilled packages reach tens of MiB.
+SIZE_BUCKETS = (
+    256,
+    1024,
+    4096,
+    16384,
+    65536,
+    262144,
+    819200,
+    4 * 1024 * 1024,
+    16 * 1024 * 1024,
+    64 * 1024 * 1024,
+)
+# Import durations (fetch, Spark job, Delta commit): a small Delta commit on local disk takes a
+# few hundred ms, a MERGE of a large batch or a commit to S3 several seconds; a minute or two
+# means trouble (a stuck job, a slow object store).
+IMPORT_DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
+# Publish -> imported: about a second when caught up; 120 s is Sling's "recent enough" age;
+# 900 s is the longest retry back-off; hours to a day when a subscriber starts far behind or
+# stays blocked on a package.
+DISTRIBUTED_DURATION_BUCKETS = (
+    0.25,
+    0.5,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    900.0,
+    3600.0,
+    4 * 3600.0,
+    24 * 3600.0,
+)
+# Packages per commit: 1 when caught up, growing by doubling when behind (adaptive batching),
+# so powers of two show each step; 1024 is well above any useful batch for one Spark job.
+BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+class SubscriberMetrics:
+    """The metrics of subscriber agent ``agent``; the agent records, ``render`` exposes."""
+
+    def __init__(self, agent: str) -> None:
+        self.agent = agent
+        self.registry = CollectorRegistry(auto_describe=True)
+        r, label = self.registry, ["agent"]
+        self.imported_package_size = Histogram(
+            "scd_imported_package_size_bytes",
+            "Size of imported packages",
+            label,
+            buckets=SIZE_BUCKETS,
+            registry=r,
+        ).labels(agent)
+        self.imported_package_duration = Histogram(
+            "scd_imported_package_duration_seconds",
+            "Time to import one batch of packages: fetch, Spark job and Delta commit",
+            label,
+            buckets=IMPORT_DURATION_BUCKETS,
+            registry=r,
+        ).labels(agent)
+        self.failed_package_imports = Counter(
+            "scd_failed_package_imports", "Failed import attempts", label, registry=r
+        ).labels(agent)
+        self.permanent_import_errors = Counter(
+            "scd_permanent_import_errors",
+            "Failed import attempts that a retry cannot fix (bad package, missing blob)",
+            label,
+            registry=r,
+        ).labels(agent)
+        self.transient_import_errors = Counter(
+            "scd_transient_import_errors",
+            "Failed import attempts that a retry may fix (store or blob store unavailable)",
+            label,
+            registry=r,
+        ).labels(agent)
+        self.current_retries = Gauge(
+            "scd_current_retries", "Retries of the package being imported", label, registry=r
+        ).labels(agent)
+        self._package_status_count = Counter(
+            "scd_package_status_count",
+            "Package statuses sent, by status",
+            ["agent", "status"],
+            registry=r,
+        )
+        self.request_distributed_duration = Histogram(
+            "scd_request_distributed_duration_seconds",
+            "Time from a package's publication to its import by this subscriber",
+            label,
+            buckets=DISTRIBUTED_DURATION_BUCKETS,
+            registry=r,
+        ).labels(agent)
+        # A gauge, not a histogram: it is measured once per process start, and a gauge shows
+        # that one value and the rule that made the agent ready.
+        self._readiness_duration = Gauge(
+            "scd_readiness_duration_seconds",
+            "Time from start until the subscriber became ready, by the rule that made it ready",
+            ["agent", "reason"],
+            registry=r,
+        )
+        self.lag = Gauge(
+            "scd_lag",
+            "Records on the package topic after the processed offset",
+            label,
+            registry=r,
+        ).labels(agent)
+        self.batch_size = Histogram(
+            "scd_batch_size",
+            "Packages imported per Delta commit",
+            label,
+            buckets=BATCH_SIZE_BUCKETS,
+            registry=r,
+        ).labels(agent)
+        self.processed_offset = Gauge(
+            "scd_processed_offset",
+            "Last package offset the content store reflects",
+            label,
+            registry=r,
+        ).labels(agent)
+
+    # ------------------------------------------------------------------ recording helpers
+    def package_imported(self, size_bytes: int, created_ms: int, now_ms: int) -> None:
+        """One package committed (call once per package of a batch)."""
+        self.imported_package_size.observe(size_bytes)
+        if created_ms > 0:
+            self.request_distributed_duration.observe(max(0, now_ms - created_ms) / 1000)
+
+    def batch_imported(self, packages: int, duration_s: float) -> None:
+        """One commit of ``packages`` packages, imported in ``duration_s``."""
+        self.batch_size.observe(packages)
+        self.imported_package_duration.observe(duration_s)
+
+    def import_failed(self, *, retriable: bool) -> None:
+        self.failed_package_imports.inc()
+        if retriable:
+            self.transient_import_errors.inc()
+        else:
+            self.permanent_import_errors.inc()
+
+    def status_sent(self, status: str) -> None:
+        self._package_status_count.labels(self.agent, status).inc()
+
+    def offsets(self, processed: int, latest: int | None) -> None:
+        """``latest`` is the offset the next record will get (journal ``latest_offset``)."""
+        self.processed_offset.set(processed)
+        if latest is not None:
+            self.lag.set(max(0, latest - processed - 1))
+
+    def ready(self, reason: str, after_s: float) -> None:
+        self._readiness_duration.labels(self.agent, reason).set(after_s)
+
+    def render(self) -> bytes:
+        """The registry in Prometheus text exposition format."""
+        return generate_latest(self.registry)
