@@ -1,0 +1,287 @@
+"""Queues, error queues, clear, subscribers and agent state over REST, with simulated
+subscribers on the embedded journal (Sling scenarios 3, 4 and 6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from journal.api import Position
+from journal.settings import JournalSettings, TopicSettings
+from journal.sqlite import SqliteJournal
+from journal.topics import topic_specs
+from journal.wire.messages import CommandMessage, decode
+from publisher.agent import PublisherAgent
+from publisher.api import create_app
+from tests.publisher.conftest import wait_for
+from tests.publisher.packages import put_packages
+from tests.publisher.simulate import SimulatedSubscriber
+
+TOPICS = TopicSettings()
+
+
+def subscriber(journal: SqliteJournal, sling_id: str, **kw: Any) -> SimulatedSubscriber:
+    return SimulatedSubscriber(journal, TOPICS, sling_id, **kw)
+
+
+def distribute(client: TestClient, count: int) -> list[int]:
+    offsets = []
+    for i in range(count):
+        r = client.post("/distribute", json={"action": "DELETE", "paths": [f"/p{i}"]})
+        assert r.status_code == 200, r.text
+        offsets.append(r.json()["offset"])
+    return offsets
+
+
+def queues(client: TestClient) -> dict[str, dict[str, Any]]:
+    response = client.get("/queues")
+    assert response.status_code == 200
+    return {q["name"]: q for q in response.json()}
+
+
+def wait_queue(client: TestClient, name: str, **expected: Any) -> dict[str, Any]:
+    def matches() -> dict[str, Any] | None:
+        queue = queues(client).get(name)
+        if queue and all(queue[k] == v for k, v in expected.items()):
+            return queue
+        return None
+
+    result: dict[str, Any] = wait_for(matches, what=f"queue {name} with {expected}")
+    return result
+
+
+def commands(journal: SqliteJournal) -> list[CommandMessage]:
+    if (
+        journal.latest_offset(TOPICS.command, 0)
+        + sum(journal.latest_offset(TOPICS.command, p) for p in range(1, TOPICS.command_partitions))
+        == 0
+    ):
+        return []
+    with journal.consumer(TOPICS.command, Position.earliest()) as consumer:
+        records = consumer.poll(0.2)
+    return [decode(r.headers, r.value) for r in records]  # type: ignore[misc]
+
+
+def test_two_subscribers_queues_appear_and_drain(
+    client: TestClient, journal: SqliteJournal
+) -> None:
+    offsets = distribute(client, 3)
+    a, b = subscriber(journal, "a"), subscriber(journal, "b")
+    a.announce(-1)
+    b.announce(offsets[0])
+    qa = wait_queue(client, "a-subscriber", size=3)
+    qb = wait_queue(client, "b-subscriber", size=2)
+    assert qa["state"] == "RUNNING" and qa["headOffset"] == offsets[0]
+    assert qb["headOffset"] == offsets[1] and qb["processedOffset"] == offsets[0]
+    assert client.get("/agent").json()["state"] == "RUNNING"
+    a.announce(offsets[-1])
+    b.announce(offsets[-1])
+    wait_queue(client, "a-subscriber", size=0, state="IDLE")
+    wait_queue(client, "b-subscriber", size=0, state="IDLE")
+    agent = client.get("/agent").json()
+    assert agent["state"] == "IDLE" and agent["queues"] == 2 and agent["leader"] is True
+    subs = client.get("/subscribers").json()
+    assert [s["queueName"] for s in subs] == ["a-subscriber", "b-subscriber"]
+    assert subs[0]["states"] == [{"pubAgentName": "publish", "offset": offsets[-1], "retries": 0}]
+
+
+def test_head_failing_repeatedly_blocks_the_queue_and_the_agent(
+    client: TestClient, journal: SqliteJournal
+) -> None:
+    offsets = distribute(client, 2)
+    s = subscriber(journal, "s")
+    s.announce(-1, retries=2)
+    wait_queue(client, "s-subscriber", state="RUNNING", headAttempts=2)
+    s.announce(-1, retries=3)
+    wait_queue(client, "s-subscriber", state="BLOCKED", headAttempts=3)
+    assert client.get("/agent").json()["state"] == "BLOCKED"
+    s.log_error(offsets[0], "disk full")
+    page = wait_for(
+        lambda: (p := client.get("/queues/s-subscriber").json())["items"][0]["lastError"] and p
+    )
+    head, second = page["items"]
+    assert head["id"] == f"scd.package-0@{offsets[0]}" and head["attempts"] == 3
+    assert head["lastError"]["message"] == "disk full" and second["attempts"] == 0
+    assert head["action"] == "DELETE" and head["paths"] == ["/p0"] and head["size"] > 0
+
+
+def test_subscriber_without_state_for_this_agent_has_an_idle_queue(
+    client: TestClient, journal: SqliteJournal
+) -> None:
+    distribute(client, 1)
+    subscriber(journal, "n").announce(None)
+    queue = wait_queue(client, "n-subscriber")
+    assert queue["size"] == 0 and queue["state"] == "IDLE" and queue["processedOffset"] is None
+    assert client.get("/queues/n-subscriber").json()["items"] == []
+
+
+def test_items_are_paged(client: TestClient, journal: SqliteJournal) -> None:
+    offsets = distribute(client, 7)
+    subscriber(journal, "s").announce(offsets[1])
+    wait_queue(client, "s-subscriber", size=5)
+    page = client.get("/queues/s-subscriber", params={"skip": 2, "limit": 2}).json()
+    assert page["total"] == 5 and [i["offset"] for i in page["items"]] == offsets[4:6]
+    assert client.get("/queues/s-subscriber", params={"skip": 50}).json()["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("params", "status"),
+    [({"skip": -1}, 422), ({"limit": 0}, 422), ({"limit": 100000}, 422), ({"skip": "x"}, 422)],
+)
+def test_bad_paging_is_refused(
+    client: TestClient, journal: SqliteJournal, params: dict[str, Any], status: int
+) -> None:
+    subscriber(journal, "s").announce(-1)
+    wait_queue(client, "s-subscriber")
+    assert client.get("/queues/s-subscriber", params=params).status_code == status
+
+
+def test_unknown_queue_is_404(client: TestClient) -> None:
+    for path in ["/queues/nope", "/queues/nope/errors"]:
+        response = client.get(path)
+        assert response.status_code == 404 and "nope" in response.json()["detail"]
+    response = client.post("/queues/nope/clear", json={"mode": "all"})
+    assert response.status_code == 404
+
+
+def test_error_queue_from_removed_failed_statuses_with_last_errors(
+    client: TestClient, journal: SqliteJournal
+) -> None:
+    offsets = distribute(client, 3)
+    s = subscriber(journal, "e", max_retries=1)
+    s.log_error(offsets[1], "first try failed")
+    s.log_error(offsets[1], "second try failed")
+    s.failed(offsets[1])
+    subscriber(journal, "other", max_retries=1, pub_agent_name="another-agent").failed(offsets[0])
+    s.announce(offsets[2])
+    queue = wait_queue(client, "e-subscriber", errorQueueSize=1)
+    assert queue["errorQueue"] == "e-subscriber-error" and queue["maxRetries"] == 1
+    page = client.get("/queues/e-subscriber/errors").json()
+    (item,) = page["items"]
+    assert item["offset"] == offsets[1] and item["attempts"] == 2
+    assert item["lastError"]["message"] == "second try failed"
+    assert item["packageId"] is not None and page["queue"] == "e-subscriber-error"
+
+
+def test_blocking_subscriber_has_no_error_queue(client: TestClient, journal: SqliteJournal) -> None:
+    subscriber(journal, "b", max_retries=-1).announce(-1)
+    queue = wait_queue(client, "b-subscriber")
+    assert queue["errorQueue"] is None and queue["errorQueueSize"] is None
+    response = client.get("/queues/b-subscriber/errors")
+    assert response.status_code == 404 and "blocks on failures" in response.json()["detail"]
+
+
+def test_clear_modes_send_clear_commands(client: TestClient, journal: SqliteJournal) -> None:
+    offsets = distribute(client, 6)
+    s = subscriber(journal, "c", agent_name="sub-c")
+    s.announce(-1)
+    wait_queue(client, "c-sub-c", size=6)
+
+    def clear(body: dict[str, Any]) -> dict[str, Any]:
+        response = client.post("/queues/c-sub-c/clear", json=body)
+        assert response.status_code == 200, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    assert clear({"mode": "head"})["clearOffset"] == offsets[0]
+    assert clear({"mode": "first", "count": 2}) == {
+        "queue": "c-sub-c",
+        "removed": 2,
+        "clearOffset": offsets[1],
+        "commandOffset": clear_offset_of(journal, 1),
+    }
+    assert clear({"mode": "upTo", "offset": offsets[3]})["removed"] == 4
+    assert clear({"mode": "upTo", "offset": 10**6})["clearOffset"] == offsets[-1]
+    assert clear({"mode": "all"})["removed"] == 6
+    sent = commands(journal)
+    assert [c.clear_command.offset for c in sent] == [
+        offsets[0],
+        offsets[1],
+        offsets[3],
+        offsets[5],
+        offsets[5],
+    ]
+    assert {(c.sub_sling_id, c.sub_agent_name, c.pub_agent_name) for c in sent} == {
+        ("c", "sub-c", "publish")
+    }
+    # The subscriber applied the clear: its queue is empty, and clearing again sends nothing.
+    s.announce(offsets[-1])
+    wait_queue(client, "c-sub-c", size=0)
+    assert clear({"mode": "all"}) == {
+        "queue": "c-sub-c",
+        "removed": 0,
+        "clearOffset": None,
+        "commandOffset": None,
+    }
+    assert len(commands(journal)) == 5
+
+
+def clear_offset_of(journal: SqliteJournal, index: int) -> int | None:
+    """The offset (in its partition) of the index-th command sent."""
+    with journal.consumer(TOPICS.command, Position.earliest()) as consumer:
+        records = consumer.poll(0.2)
+    return records[index].offset if len(records) > index else None
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "reason"),
+    [
+        ({"mode": "first"}, 400, "count"),
+        ({"mode": "first", "count": 0}, 422, "greater"),
+        ({"mode": "upTo"}, 400, "offset"),
+        ({"mode": "upTo", "offset": -1}, 422, "greater"),
+        ({"mode": "head", "count": 2}, 400, "neither"),
+        ({"mode": "first", "count": 1, "offset": 3}, 400, "not an offset"),
+        ({"mode": "upTo", "offset": 1, "count": 3}, 400, "not a count"),
+        ({"mode": "everything"}, 422, "head"),
+        ({}, 422, "mode"),
+    ],
+)
+def test_bad_clear_requests(
+    client: TestClient, journal: SqliteJournal, body: dict[str, Any], status: int, reason: str
+) -> None:
+    subscriber(journal, "c").announce(-1)
+    wait_queue(client, "c-subscriber")
+    response = client.post("/queues/c-subscriber/clear", json=body)
+    assert response.status_code == status, response.text
+    assert reason in str(response.json()["detail"])
+
+
+def test_clear_of_a_non_editable_subscriber_is_409(
+    client: TestClient, journal: SqliteJournal
+) -> None:
+    distribute(client, 1)
+    subscriber(journal, "ro", editable=False).announce(-1)
+    wait_queue(client, "ro-subscriber", size=1)
+    response = client.post("/queues/ro-subscriber/clear", json={"mode": "all"})
+    assert response.status_code == 409 and "not editable" in response.json()["detail"]
+    assert commands(journal) == []
+
+
+def test_old_subscriber_sees_exactly_the_packages_logged_before_the_publisher_started(
+    make_agent: Any, journal: SqliteJournal, journal_settings: JournalSettings
+) -> None:
+    journal.create_topics(topic_specs(journal_settings))
+    put_packages(journal, 2000)
+    agent: PublisherAgent = make_agent()
+    client = TestClient(create_app(agent))
+    assert agent.cache.size == 0
+    subscriber(journal, "late").announce(-1)
+    queue = wait_queue(client, "late-subscriber", size=2000)
+    assert queue["headOffset"] == 0
+    page = client.get("/queues/late-subscriber", params={"skip": 1990, "limit": 100}).json()
+    assert [i["offset"] for i in page["items"]] == list(range(1990, 2000))
+
+
+def test_metrics_show_queues_and_subscribers(client: TestClient, journal: SqliteJournal) -> None:
+    distribute(client, 2)
+    subscriber(journal, "m").announce(-1)
+    wait_queue(client, "m-subscriber", size=2)
+    text = client.get("/metrics").text
+    assert 'scd_queue_size{queue="m-subscriber"} 2.0' in text
+    assert "scd_subscriber_count 1.0" in text
+    assert 'scd_accepted_requests_total{action="DELETE"} 2.0' in text
+    assert client.get("/health").json() == {"status": "ok"}
+    assert client.get("/ready").json() == {"status": "ready"}
