@@ -1,0 +1,120 @@
+"""Distributed events on the embedded journal (Sling scenario 9) and their resumption."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from journal.api import Journal, Position
+from journal.settings import TopicSettings
+from journal.sqlite import SqliteJournal
+from publisher.agent import PublisherAgent
+from publisher.api import create_app
+from tests.publisher.conftest import AUTH, AgentFactory, wait_for
+from tests.publisher.simulate import SimulatedSubscriber
+
+TOPICS = TopicSettings()
+
+
+def events(journal: Journal) -> list[dict[str, Any]]:
+    with journal.consumer(TOPICS.event, Position.earliest()) as consumer:
+        records = []
+        while batch := consumer.poll(0.05):
+            records.extend(batch)
+    return sorted((json.loads(r.value) for r in records), key=lambda e: e["offset"])
+
+
+def distribute(agent: PublisherAgent, count: int) -> list[int]:
+    client = TestClient(create_app(agent), headers=AUTH)
+    out = []
+    for i in range(count):
+        response = client.post("/distribute", json={"action": "DELETE", "deepPaths": [f"/p{i}"]})
+        out.append(response.json()["offset"])
+    return out
+
+
+def wait_events(journal: Journal, count: int) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = wait_for(
+        lambda: (e := events(journal)) and len(e) >= count and e, what=f"{count} events"
+    )
+    return found
+
+
+def test_minimum_offset_rising_from_10_to_13_gives_exactly_3_events(
+    make_agent: AgentFactory, journal: SqliteJournal
+) -> None:
+    agent = make_agent()
+    offsets = distribute(agent, 14)
+    sub = SimulatedSubscriber(journal, TOPICS, "s1")
+    sub.announce(offsets[10])
+    wait_for(lambda: agent.events.last_offset == offsets[10], what="start point")
+    sub.announce(offsets[13])
+    found = wait_events(journal, 3)
+    assert [e["offset"] for e in found] == offsets[11:14]
+    first = found[0]
+    assert first["pubAgentName"] == "publish" and first["application"] == "pub-1"
+    assert first["paths"] == ["/p11"] and first["deepPaths"] == ["/p11"]
+    assert first["packageId"]
+    wait_for(lambda: agent.events.last_offset == offsets[13])
+    assert len(events(journal)) == 3
+
+
+def test_events_wait_for_the_slowest_alive_subscriber(
+    make_agent: AgentFactory, journal: SqliteJournal
+) -> None:
+    agent = make_agent()
+    offsets = distribute(agent, 6)
+    fast = SimulatedSubscriber(journal, TOPICS, "fast")
+    slow = SimulatedSubscriber(journal, TOPICS, "slow")
+    fast.announce(offsets[0])
+    slow.announce(offsets[0])
+    wait_for(lambda: agent.events.last_offset == offsets[0])
+    fast.announce(offsets[5])
+    slow.announce(offsets[2])
+    assert [e["offset"] for e in wait_events(journal, 2)] == offsets[1:3]
+    slow.announce(offsets[5])
+    assert [e["offset"] for e in wait_events(journal, 5)] == offsets[1:6]
+
+
+def test_a_new_leader_resumes_after_the_last_event_written(
+    make_agent: AgentFactory, journal: SqliteJournal
+) -> None:
+    first = make_agent()
+    offsets = distribute(first, 8)
+    sub = SimulatedSubscriber(journal, TOPICS, "s")
+    sub.announce(offsets[0])
+    wait_for(lambda: first.events.last_offset == offsets[0])
+    sub.announce(offsets[3])
+    wait_events(journal, 3)
+    first.stop()
+
+    second = make_agent(instance_id="pub-2")
+    wait_for(lambda: second.leadership.is_leader, what="second leader")
+    sub.announce(offsets[7])
+    found = wait_events(journal, 7)
+    assert [e["offset"] for e in found] == offsets[1:8]
+    assert {e["application"] for e in found[3:]} == {"pub-2"}
+
+
+def test_only_the_leader_sends_events(make_agent: AgentFactory, journal: SqliteJournal) -> None:
+    one = make_agent(instance_id="pub-1")
+    wait_for(lambda: one.leadership.is_leader)
+    two = make_agent(instance_id="pub-2")
+    offsets = distribute(two, 4)
+    sub = SimulatedSubscriber(journal, TOPICS, "s")
+    sub.announce(offsets[0])
+    wait_for(lambda: one.events.last_offset == offsets[0])
+    sub.announce(offsets[3])
+    found = wait_events(journal, 3)
+    assert {e["application"] for e in found} == {"pub-1"}
+    assert not two.leadership.is_leader and two.events.last_offset is None
+    assert two.run_events_once() == 0
+
+    one.stop()
+    wait_for(lambda: two.leadership.is_leader, what="takeover")
+    more = distribute(two, 2)
+    sub.announce(more[-1])
+    found = wait_events(journal, 5)
+    assert [e["offset"] for e in found] == offsets[1:] + more
