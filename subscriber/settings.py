@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from blobstore.settings import BlobStoreSettings
 from journal.settings import JournalSettings
@@ -18,7 +18,7 @@ class SubscriberSettings(BaseSettings):
 
     agent_name: str = Field(default="subscriber", min_length=1)
     # Publisher agents whose packages this subscriber imports; others only advance the offset.
-    pub_agents: list[str] = Field(default_factory=lambda: ["publish"], min_length=1)
+    pub_agents: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["publish"], min_length=1)
     store_path: str = ".scd/store"
     # Where a brand-new store starts: Sling's default is the latest offset (new content only).
     reset: Literal["latest", "earliest"] = "latest"
@@ -42,12 +42,16 @@ class SubscriberSettings(BaseSettings):
     purge_every_commits: int = Field(default=100, ge=1)
     http_port: int | None = Field(default=None, ge=0, le=65535)
     spark_master: str = "local[2]"
+    # Jars for Delta (and hadoop-aws for s3a:// stores); empty: Spark resolves them by Maven
+    # coordinates. deploy/spark-jars.sh prefetches them for offline machines.
+    spark_jars: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    spark_shuffle_partitions: int = Field(default=2, ge=1)
 
     journal: JournalSettings = Field(default_factory=JournalSettings)
     # Needed to import packages sent by reference and to read binaries; None: inline only.
     blobstore: BlobStoreSettings | None = None
 
-    @field_validator("pub_agents", mode="before")
+    @field_validator("pub_agents", "spark_jars", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         return (

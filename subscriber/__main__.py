@@ -1,0 +1,5 @@
+import sys
+
+from subscriber.daemon import main
+
+sys.exit(main())

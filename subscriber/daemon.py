@@ -1,0 +1,62 @@
+"""Run one subscriber agent as a process until SIGTERM/SIGINT: ``python -m subscriber``.
+
+Settings come from the environment (``SCD_SUBSCRIBER_*``, see subscriber/settings.py).
+Shutdown lets the import in progress finish or not start, so the store stays exactly-once.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+from blobstore.factory import open_blob_store
+from journal.errors import ScdError
+from journal.factory import open_journal
+from journal.topics import topic_specs
+from subscriber.agent import SubscriberAgent
+from subscriber.settings import SubscriberSettings
+from subscriber.spark import spark_session
+
+log = logging.getLogger(__name__)
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
+
+
+def run(settings: SubscriberSettings) -> int:
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %d: stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    spark = spark_session(settings, f"scd-subscriber-{settings.agent_name}")
+    blobs = open_blob_store(settings.blobstore) if settings.blobstore is not None else None
+    with open_journal(settings.journal) as journal:
+        journal.create_topics(topic_specs(settings.journal))
+        agent = SubscriberAgent(settings, journal, spark, blobs).start()
+        log.info("subscriber %s running (instance %s)", agent.name, agent.instance_id)
+        stop.wait()
+        agent.stop()
+    if blobs is not None:
+        blobs.close()
+    spark.stop()
+    return 0
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    try:
+        settings = SubscriberSettings()
+    except ValueError as exc:
+        print(f"scd subscriber: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return run(settings)
+    except ScdError as exc:
+        print(f"scd subscriber: {exc}", file=sys.stderr)
+        return 1

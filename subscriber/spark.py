@@ -1,0 +1,60 @@
+"""The subscriber's SparkSession: Delta Lake enabled, s3a configured for stores on S3."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from subscriber.settings import SubscriberSettings
+
+# Maven coordinates Spark resolves (through Ivy, from ~/.m2 or Maven Central) when no local
+# jars are configured. Versions match pyspark 4.0.x (Scala 2.13) and delta-spark 4.0.1.
+DELTA_PACKAGE = "io.delta:delta-spark_2.13:4.0.1"
+S3A_PACKAGE = "org.apache.hadoop:hadoop-aws:3.4.1"
+
+
+def spark_config(settings: SubscriberSettings) -> dict[str, str]:
+    config = {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # Imports are small jobs: Spark's default of 200 shuffle partitions would make every
+        # MERGE schedule hundreds of empty tasks.
+        "spark.sql.shuffle.partitions": str(settings.spark_shuffle_partitions),
+        "spark.databricks.delta.snapshotPartitions": str(settings.spark_shuffle_partitions),
+        "spark.ui.enabled": "false",
+    }
+    on_s3 = settings.store_path.startswith("s3a://")
+    if settings.spark_jars:
+        config["spark.jars"] = ",".join(settings.spark_jars)
+    else:
+        config["spark.jars.packages"] = ",".join([DELTA_PACKAGE, *([S3A_PACKAGE] if on_s3 else [])])
+    if on_s3:
+        blobs = settings.blobstore
+        if blobs is None or blobs.backend != "s3" or blobs.endpoint_url is None:
+            raise ValueError(
+                "store_path is on s3a:// but no S3 blob store is configured to take the "
+                "endpoint and credentials from (SCD_SUBSCRIBER_BLOBSTORE__*)"
+            )
+        config.update(
+            {
+                "spark.hadoop.fs.s3a.endpoint": blobs.endpoint_url,
+                "spark.hadoop.fs.s3a.endpoint.region": blobs.region,
+                "spark.hadoop.fs.s3a.path.style.access": "true",
+                "spark.hadoop.fs.s3a.connection.ssl.enabled": str(
+                    blobs.endpoint_url.startswith("https")
+                ).lower(),
+                "spark.hadoop.fs.s3a.access.key": blobs.access_key or "",
+                "spark.hadoop.fs.s3a.secret.key": blobs.secret_key.get_secret_value()
+                if blobs.secret_key
+                else "",
+            }
+        )
+    return config
+
+
+def spark_session(settings: SubscriberSettings, app_name: str) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(settings.spark_master).appName(app_name)
+    for key, value in spark_config(settings).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
