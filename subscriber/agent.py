@@ -26,6 +26,9 @@ from journal.messaging import MessagePoller, MessageSender
 from journal.wire import messages as m
 from subscriber.changes import ChangeSet, InvalidPackage, Unit
 from subscriber.fetch import read_package
+from subscriber.http import Health
+from subscriber.metrics import SubscriberMetrics
+from subscriber.readiness import Readiness, ReadinessRules
 from subscriber.retry import RetryPolicy
 from subscriber.settings import SubscriberSettings
 from subscriber.store import ContentStore
@@ -84,6 +87,15 @@ class SubscriberAgent:
             settings.retry_initial_s, settings.retry_max_s, settings.max_retries
         )
         self.counters = AgentCounters()
+        self.metrics = SubscriberMetrics(settings.agent_name)
+        self.readiness = Readiness(
+            ReadinessRules(
+                idle_s=settings.ready_idle_s,
+                max_message_age_s=settings.ready_max_message_age_s,
+                max_retries=settings.ready_max_retries,
+                force_ready_s=settings.ready_force_s,
+            )
+        )
         self.retries = 0  # failed attempts of the package being retried (0 when none)
         self.processed_offset = -1  # in memory; the store may lag by unstored skips
         self.latest_seen_ms = 0
@@ -99,6 +111,7 @@ class SubscriberAgent:
         self._threads: list[threading.Thread] = []
         self._commands: MessagePoller | None = None
         self.instance_id = ""
+        self._lag = 0
 
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:
@@ -173,6 +186,7 @@ class SubscriberAgent:
         assert self._consumer is not None, "open() the agent first"
         self._persist_requested_clear()
         records = self._consumer.poll(self.settings.poll_timeout_s, max_records=self._batch)
+        self.readiness.on_poll(len(records))
         if not records:
             self._idle()
             return 0
@@ -264,6 +278,12 @@ class SubscriberAgent:
                     self._retry_unit(unit, failed)
             return
         elapsed = time.monotonic() - started
+        now_ms = int(time.time() * 1000)
+        for unit in changes.units:
+            if unit.package is not None:
+                self.metrics.package_imported(unit.package.ByteSize(), unit.created_ms, now_ms)
+                self.readiness.on_imported(unit.created_ms)
+        self.metrics.batch_imported(len(changes.units), elapsed)
         self.counters.import_seconds.append(elapsed)
         self.counters.commits += 1
         self.counters.last_batch = len(changes.units)
@@ -319,6 +339,9 @@ class SubscriberAgent:
             attempts += 1
             self.retries = attempts
             self.counters.failed_attempts += 1
+            self.metrics.import_failed(retriable=bool(getattr(cause, "retriable", False)))
+            self.metrics.current_retries.set(attempts)
+            self.readiness.on_retries(attempts)
             self._report_failure(offset, agent, cause, attempts)
             if self.policy.gives_up(attempts):
                 log.error(
@@ -341,6 +364,8 @@ class SubscriberAgent:
             except Exception as exc:
                 cause = exc
         self.retries = 0
+        self.metrics.current_retries.set(0)
+        self.readiness.on_retries(0)
         self._announce_now.set()
 
     def _skip(self, offset: int, agent: str, status: int | None) -> None:
@@ -402,6 +427,7 @@ class SubscriberAgent:
                 log.warning("%s: status of offset %d not sent yet: %s", self.name, offset, exc)
                 break
             self.counters.statuses_sent += 1
+            self.metrics.status_sent(status)
             sent_up_to = offset
         if sent_up_to is not None:
             state.pending_statuses = [s for s in state.pending_statuses if s[0] > sent_up_to]
@@ -433,6 +459,41 @@ class SubscriberAgent:
             self.store.forget_statuses(state.sent_statuses_up_to)
             self._commits_since_purge = 0
 
+    # ------------------------------------------------------------------ health
+    @property
+    def state(self) -> str:
+        if self._stop.is_set():
+            return "STOPPING"
+        if not self.instance_id:
+            return "STARTING"
+        if self.retries:
+            return "BLOCKED" if self.settings.max_retries < 0 else "RETRYING"
+        return "RUNNING" if self.lag else "IDLE"
+
+    @property
+    def lag(self) -> int:
+        """Packages on the log after the processed offset (as of the last announcement)."""
+        return self._lag
+
+    def health(self) -> Health:
+        return Health(
+            agent=self.name,
+            instance_id=self.instance_id or None,
+            processed_offset=self.processed_offset if self.processed_offset >= 0 else None,
+            state=self.state,
+        )
+
+    def _refresh_lag(self) -> None:
+        try:
+            latest = self.journal.latest_offset(self.topics.package)
+        except JournalError:
+            return
+        self._lag = max(0, latest - self.processed_offset - 1)
+        self.metrics.offsets(self.processed_offset, latest)
+        ready, reason = self.readiness.check()
+        if ready and self.readiness.ready_after_s is not None:
+            self.metrics.ready(reason, self.readiness.ready_after_s)
+
     # ------------------------------------------------------------------ discovery
     def discovery_message(self) -> m.DiscoveryMessage:
         return m.DiscoveryMessage(
@@ -458,6 +519,7 @@ class SubscriberAgent:
     def _announce_loop(self) -> None:
         while not self._stop.is_set():
             self.announce()
+            self._refresh_lag()
             self._announce_now.wait(self.settings.announce_interval_s)
             self._announce_now.clear()
 

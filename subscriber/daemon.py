@@ -17,6 +17,7 @@ from journal.errors import ScdError
 from journal.factory import open_journal
 from journal.topics import topic_specs
 from subscriber.agent import SubscriberAgent
+from subscriber.http import HealthServer
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
 
@@ -39,9 +40,18 @@ def run(settings: SubscriberSettings) -> int:
     with open_journal(settings.journal) as journal:
         journal.create_topics(topic_specs(settings.journal))
         agent = SubscriberAgent(settings, journal, spark, blobs).start()
+        server = None
+        if settings.http_port is not None:
+            server = HealthServer(
+                agent.health, agent.readiness.check, agent.metrics.render, port=settings.http_port
+            )
+            server.start()
+            log.info("health, readiness and metrics on %s", server.url)
         log.info("subscriber %s running (instance %s)", agent.name, agent.instance_id)
         stop.wait()
         agent.stop()
+        if server is not None:
+            server.stop()
     if blobs is not None:
         blobs.close()
     spark.stop()

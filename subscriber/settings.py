@@ -18,7 +18,9 @@ class SubscriberSettings(BaseSettings):
 
     agent_name: str = Field(default="subscriber", min_length=1)
     # Publisher agents whose packages this subscriber imports; others only advance the offset.
-    pub_agents: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["publish"], min_length=1)
+    pub_agents: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["publish"], min_length=1
+    )
     store_path: str = ".scd/store"
     # Where a brand-new store starts: Sling's default is the latest offset (new content only).
     reset: Literal["latest", "earliest"] = "latest"
@@ -40,6 +42,14 @@ class SubscriberSettings(BaseSettings):
     skip_store_every: int = Field(default=10, ge=1)
     # Sent statuses and superseded offset rows are purged after this many commits.
     purge_every_commits: int = Field(default=100, ge=1)
+    # Readiness (Sling's rules): ready once idle this long, or a package younger than the
+    # message age was imported, or a package failed more than ready_max_retries times, or
+    # ready_force_s after start at the latest. None turns a rule off.
+    ready_idle_s: float | None = Field(default=10.0, ge=0)
+    ready_max_message_age_s: float | None = Field(default=120.0, ge=0)
+    ready_max_retries: int | None = Field(default=10, ge=0)
+    ready_force_s: float | None = Field(default=300.0, ge=0)
+    # Health/readiness/metrics HTTP endpoint (127.0.0.1); None: not served, 0: any free port.
     http_port: int | None = Field(default=None, ge=0, le=65535)
     spark_master: str = "local[2]"
     # Jars for Delta (and hadoop-aws for s3a:// stores); empty: Spark resolves them by Maven

@@ -204,3 +204,60 @@ def test_editable_clear_unblocks_and_commands_are_filtered(env: Env, spark: Any)
         assert agent.store.state is not None and agent.store.state.clear_offset == after + 2
     finally:
         agent.stop()
+
+
+def test_discovery_invalidate_hook_and_health(env: Env, spark: Any) -> None:
+    """Announcements carry instance, offsets and configuration; INVALIDATE calls the hook;
+    the health endpoint reports readiness and Prometheus metrics."""
+    import httpx
+
+    from subscriber.http import HealthServer
+
+    invalidated: list[list[str]] = []
+    settings = h.subscriber_settings(
+        env.js,
+        env.bs,
+        env.tmp / "store",
+        max_retries=3,
+        editable=True,
+        ready_idle_s=0.5,
+        ready_max_message_age_s=None,
+        ready_force_s=None,
+    )
+    agent = SubscriberAgent(
+        settings,
+        env.journal,
+        spark,
+        env.blobs,
+        invalidate=lambda paths, msg: invalidated.append(list(paths)),
+    )
+    first = env.send(package("a", ADD, [("/a", True)], site("0", "/a")))
+    inv = env.send(package("i", m.ReqType.INVALIDATE, [("/a", True)]))
+    agent.start()
+    with HealthServer(agent.health, agent.readiness.check, agent.metrics.render) as server:
+        h.wait_for(lambda: agent.processed_offset == inv)
+        assert invalidated == [["/a"]]
+        assert agent.store.paths == {"/a"}
+        h.wait_for(lambda: httpx.get(f"{server.url}/ready").status_code == 200)
+        health = httpx.get(f"{server.url}/health").json()
+        assert health["processedOffset"] == inv and health["instanceId"] == agent.instance_id
+        metrics = httpx.get(f"{server.url}/metrics").text
+        assert 'scd_imported_package_size_bytes_count{agent="sub"} 2.0' in metrics
+        assert 'scd_package_status_count_total{agent="sub",status="IMPORTED"} 2.0' in metrics
+
+        def announced() -> list[Any]:
+            return [
+                (rec, msg)
+                for rec, msg in h.read_messages(env.journal, env.js.topics.discovery)
+                if msg.subscriber_state and msg.subscriber_state[0].offset == inv
+            ]
+
+        h.wait_for(lambda: bool(announced()))
+    agent.stop()
+    msg = announced()[-1][1]
+    assert msg.sub_sling_id == agent.instance_id and msg.sub_agent_name == "sub"
+    assert [(s.pub_agent_name, s.offset, s.retries) for s in msg.subscriber_state] == [
+        (h.PUB, inv, 0)
+    ]
+    assert msg.subscriber_configuration.editable and msg.subscriber_configuration.max_retries == 3
+    assert first < inv
