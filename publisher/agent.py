@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 
 # After a failed leader job (journal unreachable), wait this long before the next attempt.
 JOB_ERROR_BACKOFF_S = 1.0
+# Start-up retries journal errors this long (a broker starting, a new topic's partition leader
+# being elected) before giving up, every half second.
+STARTUP_TIMEOUT_S = 30.0
+STARTUP_RETRY_S = 0.5
 # How long stop() waits for each background thread: longer than any poll timeout or leader
 # job step, short enough for a SIGTERM to end the process promptly.
 STOP_TIMEOUT_S = 10.0
@@ -140,7 +144,8 @@ class PublisherAgent:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> PublisherAgent:
-        self.journal.create_topics(topic_specs(self.journal_settings))
+        self._at_startup(lambda: self.journal.create_topics(topic_specs(self.journal_settings)))
+        self._at_startup(self.cache.open)
         self.cache.start()
         log_handler = self.errors.handle_log
         self._pollers = [
@@ -185,6 +190,20 @@ class PublisherAgent:
             thread.join(STOP_TIMEOUT_S)
         self._started = False
         log.info("publisher agent %s stopped", self.settings.agent_name)
+
+    def _at_startup(self, step: Callable[[], None]) -> None:
+        """Run a start-up step, retrying journal errors: a topic just created may have no
+        partition leader for a moment, a broker may still be starting."""
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            try:
+                step()
+                return
+            except JournalError as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("publisher start: %s; retrying", exc)
+                time.sleep(STARTUP_RETRY_S)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)

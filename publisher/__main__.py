@@ -1,0 +1,5 @@
+import sys
+
+from publisher.daemon import main
+
+sys.exit(main())

@@ -1,0 +1,66 @@
+"""Run one publisher agent with its REST API until SIGTERM/SIGINT: ``python -m publisher``.
+
+Settings come from the environment: ``SCD_PUBLISHER_*`` (publisher/settings.py),
+``SCD_JOURNAL_*`` and ``SCD_BLOB_*``. Uvicorn handles the signals: it stops accepting requests,
+lets those in flight answer, then the agent stops (a leader hands leadership over at once).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import uvicorn
+from pydantic import ValidationError
+
+from blobstore import BlobStoreSettings, open_blob_store
+from journal.errors import ScdError
+from journal.factory import open_journal
+from journal.settings import JournalSettings
+from publisher.agent import PublisherAgent
+from publisher.api import create_app
+from publisher.settings import PublisherSettings
+
+log = logging.getLogger(__name__)
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
+# Requests in flight get this long to answer after SIGTERM; a distribute waits for the log's
+# acknowledgement, which the journal's send timeout (30 s) bounds.
+GRACEFUL_SHUTDOWN_S = 35
+
+
+def run(
+    settings: PublisherSettings, journal_settings: JournalSettings, blob_settings: BlobStoreSettings
+) -> int:
+    blobs = open_blob_store(blob_settings)
+    with open_journal(journal_settings) as journal:
+        agent = PublisherAgent(settings, journal_settings, journal, blobs).start()
+        try:
+            config = uvicorn.Config(
+                create_app(agent),
+                host=settings.host,
+                port=settings.port,
+                log_config=None,
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+            )
+            uvicorn.Server(config).run()
+        finally:
+            agent.stop()
+            blobs.close()
+    return 0
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    try:
+        settings = PublisherSettings()
+        journal_settings = JournalSettings()
+        blob_settings = BlobStoreSettings()
+    except ValidationError as exc:
+        print(f"scd publisher: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return run(settings, journal_settings, blob_settings)
+    except ScdError as exc:
+        print(f"scd publisher: {exc}", file=sys.stderr)
+        return 1
