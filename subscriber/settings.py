@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -57,9 +58,11 @@ class SubscriberSettings(BaseSettings):
     spark_jars: Annotated[list[str], NoDecode] = Field(default_factory=list)
     spark_shuffle_partitions: int = Field(default=2, ge=1)
 
+    # The journal and the blob store are configured like the publisher's: SCD_JOURNAL_* and
+    # SCD_BLOB_* (one setting, one place, whichever daemon reads it).
     journal: JournalSettings = Field(default_factory=JournalSettings)
     # Needed to import packages sent by reference and to read binaries; None: inline only.
-    blobstore: BlobStoreSettings | None = None
+    blobstore: BlobStoreSettings | None = Field(default_factory=lambda: _blob_settings_from_env())
 
     @field_validator("pub_agents", "spark_jars", mode="before")
     @classmethod
@@ -67,3 +70,10 @@ class SubscriberSettings(BaseSettings):
         return (
             [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
         )
+
+
+def _blob_settings_from_env() -> BlobStoreSettings | None:
+    """The blob store of SCD_BLOB_*, or None when none is configured."""
+    if not any(name.startswith("SCD_BLOB_") for name in os.environ):
+        return None
+    return BlobStoreSettings()
