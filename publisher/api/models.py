@@ -193,6 +193,9 @@ class AgentModel(ApiModel):
     queues: int
     items: int
     cached_entries: int
+    last_event_offset: int | None = Field(
+        description="Offset of the last package a distributed event was sent for (leader)"
+    )
 
 
 class CleanupResponse(ApiModel):

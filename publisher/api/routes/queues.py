@@ -40,6 +40,7 @@ def agent_state(agent: AgentDep) -> AgentModel:
         queues=len(summaries),
         items=sum(s.size for s in summaries),
         cached_entries=agent.cache.size,
+        last_event_offset=agent.events.last_offset,
     )
 
 

@@ -1,0 +1,177 @@
+"""Leader failover with two publisher processes on the real broker: the leader is killed
+(SIGKILL) and the distributed events keep flowing from the other, with no duplicate and no
+gap."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from journal.api import Position
+from journal.kafka import KafkaJournal
+from journal.settings import JournalSettings
+from tests.publisher.conftest import TOKEN, wait_for
+from tests.publisher.simulate import SimulatedSubscriber
+from tests.services import REPO_ROOT, KafkaService
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+# Leader jobs and the view run every 200 ms so events follow announcements quickly.
+REFRESH_S = "0.2"
+# Kafka evicts a killed member after the 6 s session timeout; rebalance and a read-back
+# follow. 60 s is ample on a loaded machine.
+TAKEOVER_TIMEOUT_S = 60
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Publisher:
+    def __init__(self, env: dict[str, str], instance: str, log_dir: Path) -> None:
+        self.port = free_port()
+        self.instance = instance
+        self.log = (log_dir / f"{instance}.log").open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "publisher"],
+            env={
+                **env,
+                "SCD_PUBLISHER_INSTANCE_ID": instance,
+                "SCD_PUBLISHER_PORT": str(self.port),
+            },
+            cwd=REPO_ROOT,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        self.http = httpx.Client(
+            base_url=f"http://127.0.0.1:{self.port}",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=30,
+        )
+
+    def get(self, path: str) -> Any:
+        return self.http.get(path).json()
+
+    def ready(self) -> bool:
+        try:
+            return self.http.get("/ready").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def distribute(self, path: str) -> int:
+        response = self.http.post("/distribute", json={"action": "DELETE", "paths": [path]})
+        assert response.status_code == 200, response.text
+        return int(response.json()["offset"])
+
+    def stop(self) -> None:
+        self.http.close()
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def environment(kafka_service: KafkaService, unique_name: str, tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCD_")}
+    env.update(
+        {
+            "SCD_JOURNAL_BACKEND": "kafka",
+            "SCD_JOURNAL_BOOTSTRAP_SERVERS": kafka_service.bootstrap,
+            "SCD_JOURNAL_SEND_TIMEOUT_S": "10",
+            **{
+                f"SCD_JOURNAL_TOPICS__{kind.upper()}": f"{unique_name}.{kind}"
+                for kind in ("package", "status", "discovery", "command", "event")
+            },
+            "SCD_BLOB_BACKEND": "local",
+            "SCD_BLOB_LOCAL_ROOT": str(tmp_path / "blobs"),
+            "SCD_PUBLISHER_API_TOKEN": TOKEN,
+            "SCD_PUBLISHER_AGENT_NAME": unique_name,
+            "SCD_PUBLISHER_LEADER_TOPIC": f"{unique_name}.leader",
+            "SCD_PUBLISHER_VIEW_REFRESH_S": REFRESH_S,
+            "SCD_PUBLISHER_DISCOVERY_TTL_S": "300",
+        }
+    )
+    return env
+
+
+@pytest.fixture
+def publishers(environment: dict[str, str], tmp_path: Path) -> Iterator[list[Publisher]]:
+    started = [Publisher(environment, name, tmp_path) for name in ("pub-a", "pub-b")]
+    try:
+        for p in started:
+            wait_for(p.ready, 90, f"{p.instance} ready (log: {p.log.name})")
+        yield started
+    finally:
+        for p in started:
+            p.stop()
+
+
+def events(journal: KafkaJournal, topic: str) -> list[dict[str, Any]]:
+    out = []
+    with journal.consumer(topic, Position.earliest()) as consumer:
+        while batch := consumer.poll(1.0):
+            out.extend((r.partition, r.offset, json.loads(r.value)) for r in batch)
+    return [e for _, _, e in sorted(out, key=lambda t: (t[0], t[1]))]
+
+
+def test_killing_the_leader_moves_events_to_the_other_without_duplicates_or_gaps(
+    publishers: list[Publisher], kafka_service: KafkaService, unique_name: str
+) -> None:
+    settings = JournalSettings(backend="kafka", bootstrap_servers=kafka_service.bootstrap)
+    journal = KafkaJournal(settings.bootstrap_servers)
+    topics = settings.topics.model_copy(
+        update={
+            k: f"{unique_name}.{k}" for k in ("package", "status", "discovery", "command", "event")
+        }
+    )
+    sub = SimulatedSubscriber(journal, topics, "sub-1", pub_agent_name=unique_name)
+
+    def leader() -> Publisher | None:
+        leaders = [p for p in publishers if p.process.poll() is None and p.get("/agent")["leader"]]
+        return leaders[0] if len(leaders) == 1 else None
+
+    first_leader: Publisher = wait_for(leader, TAKEOVER_TIMEOUT_S, "one leader")
+    follower = next(p for p in publishers if p is not first_leader)
+
+    offsets = [follower.distribute(f"/p{i}") for i in range(3)]
+    sub.announce(offsets[0])
+    wait_for(lambda: first_leader.get("/agent")["lastEventOffset"] == offsets[0], 30, "start")
+
+    def advance(count: int, via: Publisher) -> None:
+        for _ in range(count):
+            offsets.append(via.distribute(f"/p{len(offsets)}"))
+            sub.announce(offsets[-1])
+
+    advance(10, follower)
+    wait_for(lambda: len(events(journal, topics.event)) >= 5, 30, "events from the first leader")
+    first_leader.process.kill()  # SIGKILL: no goodbye to the group, in the middle of events
+    first_leader.process.wait()
+    advance(10, follower)
+
+    expected = offsets[1:]
+    wait_for(
+        lambda: [e["offset"] for e in events(journal, topics.event)][-1:] == expected[-1:],
+        TAKEOVER_TIMEOUT_S,
+        "events from the new leader",
+    )
+    found = events(journal, topics.event)
+    assert [e["offset"] for e in found] == expected  # in order, once each, none missing
+    assert {e["application"] for e in found} == {"pub-a", "pub-b"}
+    assert follower.get("/agent")["leader"] is True
+    journal.close()
