@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Literal, Self
 
 from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from journal.config import ScdSettings
 
 MIB = 1024 * 1024
 
@@ -42,7 +44,9 @@ DEFAULT_READ_TIMEOUT_S = 30.0
 DEFAULT_MAX_ATTEMPTS = 3
 
 
-class BlobStoreSettings(BaseSettings):
+class BlobStoreSettings(ScdSettings):
+    config_section = "blobstore"
+
     """Where blobs live: an S3-compatible bucket or a local directory."""
 
     model_config = SettingsConfigDict(env_prefix="SCD_BLOB_")

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from journal.config import ScdSettings
 from journal.kafka import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_SEND_TIMEOUT_S
 
 HOUR_MS = 3600 * 1000
@@ -72,7 +73,9 @@ class TopicSettings(BaseModel):
     control_max_message_bytes: int = Field(default=64 * 1024, gt=0)
 
 
-class JournalSettings(BaseSettings):
+class JournalSettings(ScdSettings):
+    config_section = "journal"
+
     model_config = SettingsConfigDict(
         env_prefix="SCD_JOURNAL_", env_nested_delimiter="__", extra="forbid"
     )

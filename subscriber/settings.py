@@ -6,13 +6,16 @@ import os
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from blobstore.settings import BlobStoreSettings
+from journal.config import ScdSettings
 from journal.settings import JournalSettings
 
 
-class SubscriberSettings(BaseSettings):
+class SubscriberSettings(ScdSettings):
+    config_section = "subscriber"
+
     model_config = SettingsConfigDict(
         env_prefix="SCD_SUBSCRIBER_", env_nested_delimiter="__", extra="forbid"
     )

@@ -53,7 +53,7 @@ def test_bad_setting_names_it(
     monkeypatch.setenv("SCD_JOURNAL_BACKEND", "carrier-pigeon")
     assert main(["topics", "show"]) == 2
     err = capsys.readouterr().err
-    assert "backend" in err and err.count("\n") == 1
+    assert "SCD_JOURNAL_BACKEND" in err and err.count("\n") == 1
 
 
 def test_unknown_topic_is_a_one_line_error(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
