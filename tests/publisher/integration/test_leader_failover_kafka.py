@@ -32,6 +32,9 @@ REFRESH_S = "0.2"
 TAKEOVER_TIMEOUT_S = 60
 
 
+TOPIC_KINDS = ("package", "status", "discovery", "command", "event")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -96,7 +99,7 @@ def environment(kafka_service: KafkaService, unique_name: str, tmp_path: Path) -
             "SCD_JOURNAL_SEND_TIMEOUT_S": "10",
             **{
                 f"SCD_JOURNAL_TOPICS__{kind.upper()}": f"{unique_name}.{kind}"
-                for kind in ("package", "status", "discovery", "command", "event")
+                for kind in TOPIC_KINDS
             },
             "SCD_BLOB_BACKEND": "local",
             "SCD_BLOB_LOCAL_ROOT": str(tmp_path / "blobs"),
@@ -123,7 +126,7 @@ def publishers(environment: dict[str, str], tmp_path: Path) -> Iterator[list[Pub
 
 
 def events(journal: KafkaJournal, topic: str) -> list[dict[str, Any]]:
-    out = []
+    out: list[tuple[int, int, dict[str, Any]]] = []
     with journal.consumer(topic, Position.earliest()) as consumer:
         while batch := consumer.poll(1.0):
             out.extend((r.partition, r.offset, json.loads(r.value)) for r in batch)
@@ -135,11 +138,7 @@ def test_killing_the_leader_moves_events_to_the_other_without_duplicates_or_gaps
 ) -> None:
     settings = JournalSettings(backend="kafka", bootstrap_servers=kafka_service.bootstrap)
     journal = KafkaJournal(settings.bootstrap_servers)
-    topics = settings.topics.model_copy(
-        update={
-            k: f"{unique_name}.{k}" for k in ("package", "status", "discovery", "command", "event")
-        }
-    )
+    topics = settings.topics.model_copy(update={k: f"{unique_name}.{k}" for k in TOPIC_KINDS})
     sub = SimulatedSubscriber(journal, topics, "sub-1", pub_agent_name=unique_name)
 
     def leader() -> Publisher | None:
