@@ -107,6 +107,16 @@ class BinaryMissing(ContentError):
         self.blob_key = blob_key
 
 
+class BinaryUnreachable(ContentError):
+    """A binary is a blob-store reference but no blob store is configured (SCD_BLOB_*)."""
+
+    def __init__(self, path: str, prop: str, blob_key: str) -> None:
+        super().__init__(
+            f"{path}: property {prop} is stored in the blob store as {blob_key}, but no blob "
+            "store is configured (set SCD_BLOB_*)"
+        )
+
+
 class BinaryCorrupt(ContentError):
     """A binary's bytes do not match the size or sha256 its reference records."""
 
@@ -288,10 +298,14 @@ class _VerifyingReader(io.RawIOBase):
 
 
 @contextmanager
-def _open_info(blobs: BlobStore, path: str, prop: str, info: BinaryInfo) -> Iterator[BinaryIO]:
+def _open_info(
+    blobs: BlobStore | None, path: str, prop: str, info: BinaryInfo
+) -> Iterator[BinaryIO]:
     with ExitStack() as stack:
         if info.blob_key is None:
             raw: BinaryIO = io.BytesIO(info.data or b"")
+        elif blobs is None:
+            raise BinaryUnreachable(path, prop, info.blob_key)
         else:
             try:
                 raw = stack.enter_context(blobs.get(info.blob_key))
@@ -302,7 +316,7 @@ def _open_info(blobs: BlobStore, path: str, prop: str, info: BinaryInfo) -> Iter
 
 @contextmanager
 def open_binary(
-    store: NodeSource, blobs: BlobStore, path: str, prop: str = FILE_DATA
+    store: NodeSource, blobs: BlobStore | None, path: str, prop: str = FILE_DATA
 ) -> Iterator[BinaryIO]:
     """Stream a binary property; a short, long or altered blob raises BinaryCorrupt on read."""
     node = store.node(path)
@@ -418,7 +432,7 @@ def plan_export(target_dir: Path, nodes: list[StoredNode]) -> list[ExportItem]:
     return items
 
 
-def sidecar_document(item: ExportItem, blobs: BlobStore) -> dict[str, JsonValue]:
+def sidecar_document(item: ExportItem, blobs: BlobStore | None) -> dict[str, JsonValue]:
     """The sidecar's JSON object; binaries are read (and verified) into base64."""
     doc: dict[str, JsonValue] = {
         name: property_json(*prop) for name, prop in item.sidecar_properties.items()
@@ -512,7 +526,7 @@ def _copy(source: BinaryIO, out: BinaryIO) -> int:
 
 def export_tree(
     store: NodeSource,
-    blobs: BlobStore,
+    blobs: BlobStore | None,
     root: str,
     target_dir: Path,
     progress: Progress | None = None,

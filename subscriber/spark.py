@@ -10,6 +10,9 @@ from subscriber.settings import SubscriberSettings
 # jars are configured. Versions match pyspark 4.0.x (Scala 2.13) and delta-spark 4.0.1.
 DELTA_PACKAGE = "io.delta:delta-spark_2.13:4.0.1"
 S3A_PACKAGE = "org.apache.hadoop:hadoop-aws:3.4.1"
+# Spark's own INFO/WARN chatter (planner hints, native-library notices) is noise for an
+# agent or a CLI; errors still reach the log.
+SPARK_LOG_LEVEL = "ERROR"
 
 
 def spark_config(settings: SubscriberSettings) -> dict[str, str]:
@@ -21,6 +24,8 @@ def spark_config(settings: SubscriberSettings) -> dict[str, str]:
         "spark.sql.shuffle.partitions": str(settings.spark_shuffle_partitions),
         "spark.databricks.delta.snapshotPartitions": str(settings.spark_shuffle_partitions),
         "spark.ui.enabled": "false",
+        # Stage progress bars would interleave with the agent's logs and the CLI's output.
+        "spark.ui.showConsoleProgress": "false",
     }
     on_s3 = settings.store_path.startswith("s3a://")
     if settings.spark_jars:
@@ -57,4 +62,6 @@ def spark_session(settings: SubscriberSettings, app_name: str) -> Any:
     builder = SparkSession.builder.master(settings.spark_master).appName(app_name)
     for key, value in spark_config(settings).items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
+    return spark

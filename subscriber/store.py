@@ -72,14 +72,15 @@ class ContentStore:
         self.state: StoreState | None = None
 
     # ------------------------------------------------------------------ lifecycle
-    def _table_exists(self) -> bool:
+    def exists(self) -> bool:
+        """True when a Delta table is at the location."""
         from delta.tables import DeltaTable
 
         return bool(DeltaTable.isDeltaTable(self.spark, self.location))
 
     def open(self) -> StoreState:
         """Create the table if needed; load bookkeeping and the node path index."""
-        if not self._table_exists():
+        if not self.exists():
             self.spark.createDataFrame([], SCHEMA).write.format("delta").partitionBy("kind").mode(
                 "ignore"
             ).save(self.location)

@@ -1,0 +1,110 @@
+"""Subscriber subcommands of the scd CLI: ``scd subscriber`` runs the daemon;
+``scd content ls|cat|export`` read a subscriber's content store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from blobstore.factory import open_blob_store
+from journal.progress import ProgressBar
+from journal.wire.package import FILE_DATA
+from subscriber.content import export_tree, list_tree, open_binary, read_node
+from subscriber.settings import SubscriberSettings
+from subscriber.spark import spark_session
+from subscriber.store import ContentStore
+
+
+def _settings(args: argparse.Namespace) -> SubscriberSettings:
+    overrides: dict[str, Any] = {}
+    if getattr(args, "store", None):
+        overrides["store_path"] = args.store
+    return SubscriberSettings(**overrides)
+
+
+def cmd_subscriber(args: argparse.Namespace) -> int:
+    from subscriber.daemon import run
+
+    return run(_settings(args))
+
+
+def _open_store(settings: SubscriberSettings, stack: ExitStack) -> ContentStore:
+    spark = spark_session(settings, "scd-content")
+    stack.callback(spark.stop)
+    store = ContentStore(spark, settings.store_path)
+    if not store.exists():
+        raise SystemExit(f"scd: no content store at {settings.store_path}")
+    return store
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    with ExitStack() as stack:
+        entries = list_tree(_open_store(settings, stack), args.root, deep=not args.shallow)
+    if args.json:
+        print(json.dumps([e.__dict__ for e in entries], indent=2))
+        return 0
+    for e in entries:
+        size = f"{e.binary_bytes} B" if e.binaries else ""
+        print(f"{e.path}\t{e.node_type or '-'}\t{e.properties} props\t{size}")
+    return 0
+
+
+def cmd_cat(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    with ExitStack() as stack:
+        store = _open_store(settings, stack)
+        if args.properties:
+            print(json.dumps(read_node(store, args.path), indent=2))
+            return 0
+        blobs = open_blob_store(settings.blobstore) if settings.blobstore else None
+        if blobs is not None:
+            stack.enter_context(blobs)
+        with open_binary(store, blobs, args.path, args.property) as stream:
+            shutil.copyfileobj(stream, sys.stdout.buffer)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    with ExitStack() as stack:
+        store = _open_store(settings, stack)
+        blobs = open_blob_store(settings.blobstore) if settings.blobstore else None
+        if blobs is not None:
+            stack.enter_context(blobs)
+        report = export_tree(
+            store, blobs, args.root, Path(args.target), progress=ProgressBar("export")
+        )
+    print(
+        f"exported {report.nodes} nodes to {report.target_dir}: {report.files} files "
+        f"({report.file_bytes} bytes), {report.directories} directories"
+    )
+    return 0
+
+
+def register(sub: Any) -> None:
+    daemon = sub.add_parser("subscriber", help="run a subscriber agent until SIGTERM")
+    daemon.set_defaults(func=cmd_subscriber)
+
+    content = sub.add_parser("content", help="read a subscriber's content store")
+    content.add_argument("--store", help="content store path (default: SCD_SUBSCRIBER_STORE_PATH)")
+    actions = content.add_subparsers(dest="action", required=True)
+    ls = actions.add_parser("ls", help="list a subtree")
+    ls.add_argument("root", nargs="?", default="/")
+    ls.add_argument("--shallow", action="store_true", help="the node and its children only")
+    ls.add_argument("--json", action="store_true", help="JSON output")
+    ls.set_defaults(func=cmd_ls)
+    cat = actions.add_parser("cat", help="write a node's binary (or its properties) to stdout")
+    cat.add_argument("path")
+    cat.add_argument("--property", default=FILE_DATA, help=f"binary property (default {FILE_DATA})")
+    cat.add_argument("--properties", action="store_true", help="print the node's properties")
+    cat.set_defaults(func=cmd_cat)
+    export = actions.add_parser("export", help="reproduce a subtree as files in a directory")
+    export.add_argument("root")
+    export.add_argument("target")
+    export.set_defaults(func=cmd_export)
