@@ -26,7 +26,8 @@ _CONTROL = str.maketrans({_FIELD: "\ufffd", _PATH: "\ufffd", _DEEP: "\ufffd"})
 
 
 def _clean(text: str) -> str:
-    return text.translate(_CONTROL)
+    # isprintable() is a fast C scan; only text with control characters needs translating.
+    return text if text.isprintable() else text.translate(_CONTROL)
 
 
 @dataclass(frozen=True, slots=True)
