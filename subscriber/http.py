@@ -8,45 +8,23 @@
 
 The endpoint knows nothing of the agent: it is given three callables. It runs uvicorn in a
 background thread; uvicorn installs signal handlers only in the main thread, so the daemon
-keeps its own SIGTERM handling. The socket is bound before the thread starts, so a port in
-use fails ``start()`` at once and port 0 (any free port) is known right away.
+keeps its own SIGTERM handling (see journal/http_server.py).
 """
 
 from __future__ import annotations
 
-import logging
-import socket
-import threading
-import time
 from collections.abc import Callable
-from types import TracebackType
 
-import uvicorn
 from fastapi import FastAPI, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from journal.errors import ScdError
+from journal.http_server import DEFAULT_HOST, AppServer, ServerError
 
-log = logging.getLogger(__name__)
-
-# Loopback by default: health and metrics are for the local kubelet / Prometheus agent, and
-# an endpoint without authentication should not be reachable from the network by accident.
-DEFAULT_HOST = "127.0.0.1"
-# Probes and scrapes come a few at a time; a short accept queue is plenty.
-LISTEN_BACKLOG = 64
-# uvicorn starts in milliseconds; 10 s leaves room for a loaded 2-core machine.
-STARTUP_TIMEOUT_S = 10.0
-# How often start() looks whether the server thread is up.
-STARTUP_POLL_S = 0.01
-# Requests in flight get this long to finish on stop(); probes answer in milliseconds.
-SHUTDOWN_GRACE_S = 5.0
-
-
-class HealthServerError(ScdError):
-    """The health endpoint could not start (typically: the port is taken)."""
+# A port in use (or any start failure) of the health endpoint.
+HealthServerError = ServerError
 
 
 class Health(BaseModel):
@@ -90,7 +68,7 @@ def create_app(health: HealthSource, ready: ReadinessCheck, metrics: MetricsSour
     return app
 
 
-class HealthServer:
+class HealthServer(AppServer):
     """Serves create_app(...) on ``host:port`` (port 0 = any free port) in a thread."""
 
     def __init__(
@@ -102,79 +80,6 @@ class HealthServer:
         host: str = DEFAULT_HOST,
         port: int = 0,
     ) -> None:
-        self.host = host
-        self._requested_port = port
-        self._port: int | None = None
-        config = uvicorn.Config(
-            create_app(health, ready, metrics),
-            log_config=None,  # the daemon configures logging, not this library
-            access_log=False,  # probes every few seconds would drown the log
-            lifespan="off",
-            timeout_graceful_shutdown=int(SHUTDOWN_GRACE_S),
+        super().__init__(
+            create_app(health, ready, metrics), host=host, port=port, name="health endpoint"
         )
-        self._server = uvicorn.Server(config)
-        self._socket: socket.socket | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        """The bound port (after start())."""
-        if self._port is None:
-            raise RuntimeError("health server not started")
-        return self._port
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self) -> None:
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self._requested_port))
-            sock.listen(LISTEN_BACKLOG)
-        except OSError as exc:
-            sock.close()
-            raise HealthServerError(
-                f"health endpoint cannot listen on {self.host}:{self._requested_port}: {exc}"
-            ) from exc
-        self._socket = sock
-        self._port = int(sock.getsockname()[1])
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [sock]},
-            name=f"scd-health-{self._port}",
-            daemon=True,
-        )
-        self._thread.start()
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise HealthServerError(f"health endpoint on {self.url} did not start")
-            time.sleep(STARTUP_POLL_S)
-        log.info("health endpoint listening on %s", self.url)
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(SHUTDOWN_GRACE_S + STARTUP_TIMEOUT_S)
-            if self._thread.is_alive():
-                log.warning("health endpoint on %s did not stop in time", self.url)
-            self._thread = None
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
-
-    def __enter__(self) -> HealthServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
