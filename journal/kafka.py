@@ -393,6 +393,9 @@ def _journal_error(err: KafkaError, action: str) -> JournalError:
         KafkaError._ALL_BROKERS_DOWN,
         KafkaError._TIMED_OUT,
         KafkaError.REQUEST_TIMED_OUT,
+        # Leadership moves during a broker restart or rebalance; the next attempt succeeds.
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
     ):
         return JournalUnavailable(f"{action}: Kafka unavailable: {err.str()}")
     return JournalError(f"{action}: {err.str()}")
