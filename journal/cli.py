@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from pydantic import ValidationError
 
 from journal.config import config_file
 from journal.errors import ConfigError, ScdError
+from journal.logs import configure_logging
 
 # Modules that add subcommands (``register(subparsers)``), imported when the CLI starts so
 # that journal/ never imports the publisher or subscriber packages at module level.
@@ -30,7 +30,8 @@ COMMAND_MODULES = (
     "subscriber.cli",
     "journal.demo",
 )
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
+# Commands that run a daemon log at INFO by default; the others only warn.
+DAEMONS = frozenset({"publisher", "subscriber", "demo"})
 # Environment prefix of each settings model, to name a bad setting the way users set it.
 ENV_PREFIXES = {
     "JournalSettings": "SCD_JOURNAL_",
@@ -76,10 +77,7 @@ def describe_validation_error(exc: ValidationError) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=logging.INFO if args.verbose else logging.WARNING, format=LOG_FORMAT
-        )
+    configure_logging("INFO" if args.verbose or args.command in DAEMONS else "WARNING")
     try:
         with config_file(args.config):
             code: int = args.func(args)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from blobstore import BlobStoreSettings, open_blob_store
 from journal.errors import ScdError
 from journal.factory import open_journal
+from journal.logs import configure_logging
 from journal.settings import JournalSettings
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
@@ -23,7 +24,6 @@ from publisher.settings import PublisherSettings
 
 log = logging.getLogger(__name__)
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
 # Requests in flight get this long to answer after SIGTERM; a distribute waits for the log's
 # acknowledgement, which the journal's send timeout (30 s) bounds.
 GRACEFUL_SHUTDOWN_S = 35
@@ -51,7 +51,7 @@ def run(
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    configure_logging()
     try:
         settings = PublisherSettings()
         journal_settings = JournalSettings()

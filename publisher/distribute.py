@@ -107,6 +107,7 @@ class Distributor:
             f", spilled to {key}" if key else "",
             built.node_count,
             built.paths[:5],
+            extra={"agent": self.agent_name, "pkg_id": built.package_id, "offset": offset},
         )
         return DistributeResult(
             package_id=built.package_id,

@@ -299,6 +299,12 @@ class SubscriberAgent:
             len(changes.upserts),
             len(changes.deletes),
             elapsed,
+            extra={
+                "agent": self.name,
+                "offset": changes.last_offset,
+                "first_offset": changes.first_offset,
+                "packages": len(changes.units),
+            },
         )
         self._send_pending_statuses()
         self._commits_since_purge += 1
@@ -389,7 +395,12 @@ class SubscriberAgent:
 
     def _report_failure(self, offset: int, agent: str, cause: BaseException, attempts: int) -> None:
         log.warning(
-            "%s: import of offset %d failed (attempt %d): %s", self.name, offset, attempts, cause
+            "%s: import of offset %d failed (attempt %d): %s",
+            self.name,
+            offset,
+            attempts,
+            cause,
+            extra={"agent": self.name, "offset": offset, "attempt": attempts},
         )
         try:
             self._status.send(

@@ -15,6 +15,7 @@ from types import FrameType
 from blobstore.factory import open_blob_store
 from journal.errors import ScdError
 from journal.factory import open_journal
+from journal.logs import configure_logging
 from journal.topics import topic_specs
 from subscriber.agent import SubscriberAgent
 from subscriber.http import HealthServer
@@ -22,8 +23,6 @@ from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
 
 log = logging.getLogger(__name__)
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
 
 
 def run(settings: SubscriberSettings) -> int:
@@ -59,7 +58,7 @@ def run(settings: SubscriberSettings) -> int:
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    configure_logging()
     try:
         settings = SubscriberSettings()
     except ValueError as exc:

@@ -1,0 +1,48 @@
+"""Logging set-up of the daemons and the CLI (the library itself never configures logging).
+
+``SCD_LOG_FORMAT=json`` writes one JSON object per line with the standard fields plus the
+structured ones scd attaches to its records (``agent``, ``pkg_id``, ``offset``, ...), for log
+pipelines; the default is a readable text line. ``SCD_LOG_LEVEL`` sets the level (INFO).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
+# Attributes every LogRecord has; anything else was passed with extra= and is structured data.
+_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}",
+            "level": record.levelname,
+            "logger": record.name,
+            "thread": record.threadName,
+            "message": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(default_level: str = "INFO") -> None:
+    """Configure the root logger from SCD_LOG_FORMAT / SCD_LOG_LEVEL (once per process)."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler()
+    fmt = os.environ.get("SCD_LOG_FORMAT", "text").lower()
+    if fmt not in ("text", "json"):
+        raise ValueError(f"SCD_LOG_FORMAT must be 'text' or 'json', not {fmt!r}")
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    root.addHandler(handler)
+    root.setLevel(os.environ.get("SCD_LOG_LEVEL", default_level).upper())
