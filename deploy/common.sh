@@ -91,3 +91,30 @@ scd_tail_log() {
         tail -n 40 "$1" >&2
     fi
 }
+
+# scd_ensure_venv: .venv with Python 3.11 and scd installed with its test extras; creates it
+# when missing and reinstalls only after pyproject.toml changed. Sets VENV.
+scd_ensure_venv() {
+    PYTHON="${SCD_PYTHON:-python3.11}"
+    VENV="$SCD_REPO_DIR/.venv"
+    STAMP="$VENV/.scd-installed"
+
+    if [[ ! -x "$VENV/bin/python" ]]; then
+        command -v "$PYTHON" >/dev/null || scd_die "$PYTHON not found (scd needs Python 3.11)"
+        scd_log "creating $VENV with $PYTHON"
+        "$PYTHON" -m venv "$VENV"
+    fi
+    "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+        || scd_die "$VENV is not a Python 3.11 environment; remove it and run again"
+
+    local fingerprint started
+    fingerprint="$(sha256sum "$SCD_REPO_DIR/pyproject.toml" | cut -c1-16)"
+    if [[ ! -f "$STAMP" || "$(<"$STAMP")" != "$fingerprint" ]]; then
+        started="$(scd_now)"
+        scd_log "installing scd and its test dependencies into $VENV"
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$SCD_REPO_DIR[test]"
+        echo "$fingerprint" >"$STAMP"
+        scd_log "installed in $(scd_elapsed "$started")s"
+    fi
+}

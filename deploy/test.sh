@@ -13,27 +13,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$SCD_REPO_DIR"
 
-PYTHON="${SCD_PYTHON:-python3.11}"
-VENV="$SCD_REPO_DIR/.venv"
-STAMP="$VENV/.scd-installed"
-
-if [[ ! -x "$VENV/bin/python" ]]; then
-    command -v "$PYTHON" >/dev/null || scd_die "$PYTHON not found (scd needs Python 3.11)"
-    scd_log "creating $VENV with $PYTHON"
-    "$PYTHON" -m venv "$VENV"
-fi
-"$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
-    || scd_die "$VENV is not a Python 3.11 environment; remove it and run again"
-
-fingerprint="$(sha256sum pyproject.toml | cut -c1-16)"
-if [[ ! -f "$STAMP" || "$(<"$STAMP")" != "$fingerprint" ]]; then
-    started="$(scd_now)"
-    scd_log "installing scd and its test dependencies into $VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
-    echo "$fingerprint" >"$STAMP"
-    scd_log "installed in $(scd_elapsed "$started")s"
-fi
+scd_ensure_venv
 
 rc=0
 "$VENV/bin/python" -m pytest "$@" || rc=$?
