@@ -1,0 +1,356 @@
+"""deploy/docker-compose.yml and deploy/Dockerfile, checked without Docker (rules in
+tests/deploy/compose_rules.py), and with `docker compose config` where the plugin exists.
+
+Broken copies of both files show that each rule can fail.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import secrets
+import shutil
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.deploy import compose_rules as rules
+
+# What a user's deploy/.env holds: the sample's values plus generated secrets.
+USER_VARIABLES = {
+    **rules.env_example_variables(),
+    "SCD_COMPOSE_API_TOKEN": secrets.token_hex(24),
+    "SCD_COMPOSE_S3_ACCESS_KEY": "scdadmin",
+    "SCD_COMPOSE_S3_SECRET_KEY": secrets.token_hex(24),
+}
+# `docker compose config` parses and interpolates the file; a few seconds at most.
+COMPOSE_CONFIG_TIMEOUT_S = 60
+# The variables come from the test alone, not from a deploy/.env a developer may have.
+COMPOSE_CONFIG = [
+    "docker",
+    "compose",
+    "--env-file",
+    "/dev/null",
+    "-f",
+    str(rules.COMPOSE_FILE),
+    "config",
+    "--quiet",
+]
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict[str, Any]:
+    return rules.load_compose()
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> str:
+    return rules.DOCKERFILE.read_text()
+
+
+@pytest.fixture(scope="module")
+def image_env(dockerfile: str) -> dict[str, str]:
+    return rules.dockerfile_final_env(dockerfile)
+
+
+def test_compose_file_follows_the_rules(raw: dict[str, Any], image_env: dict[str, str]) -> None:
+    assert rules.compose_problems(raw, USER_VARIABLES, image_env) == []
+
+
+def test_dockerfile_follows_the_rules(dockerfile: str) -> None:
+    assert rules.dockerfile_problems(dockerfile) == []
+
+
+def test_the_topology_is_the_one_of_the_design(raw: dict[str, Any]) -> None:
+    services = rules.interpolate(raw, USER_VARIABLES)["services"]
+    daemons = rules.scd_daemons(services)
+    assert sorted(daemons.values()) == ["publisher"] + ["subscriber"] * 3
+    assert services["kafka"]["image"].startswith("apache/kafka:")
+    assert services["spark-master"]["image"].startswith("apache/spark:")
+    assert "minio/minio:" in services["minio"]["image"]
+    assert "KAFKA_PROCESS_ROLES" in rules.environment(services["kafka"])  # KRaft, no ZooKeeper
+
+
+@pytest.mark.parametrize(
+    "variable", ["SCD_COMPOSE_API_TOKEN", "SCD_COMPOSE_S3_ACCESS_KEY", "SCD_COMPOSE_S3_SECRET_KEY"]
+)
+def test_a_missing_secret_stops_compose_with_its_name(raw: dict[str, Any], variable: str) -> None:
+    for value in (None, ""):
+        variables = {k: v for k, v in USER_VARIABLES.items() if k != variable}
+        if value is not None:
+            variables[variable] = value
+        with pytest.raises(rules.InterpolationError, match=variable):
+            rules.interpolate(raw, variables)
+
+
+def test_the_sample_env_file_holds_no_secret() -> None:
+    sample = rules.env_example_variables()
+    for name, value in sample.items():
+        if rules.SECRET_NAME.search(name):
+            assert value == "", f"{name} has a value in deploy/.env.example"
+
+
+def test_setting_names_come_from_the_models() -> None:
+    assert "SCD_JOURNAL_TOPICS__PACKAGE" in rules.JOURNAL_NAMES
+    assert "SCD_JOURNAL_SECURITY__SASL_PASSWORD" in rules.JOURNAL_NAMES
+    assert "SCD_BLOB_ENDPOINT_URL" in rules.BLOB_NAMES
+    assert "SCD_PUBLISHER_API_TOKEN" in rules.PUBLISHER_NAMES
+    assert "SCD_SUBSCRIBER_SPARK_MASTER" in rules.SUBSCRIBER_NAMES
+    assert not any(name.startswith("SCD_SUBSCRIBER_JOURNAL") for name in rules.SUBSCRIBER_NAMES)
+
+
+def test_the_image_jars_are_the_versions_of_the_spark_pom(image_env: dict[str, str]) -> None:
+    pom = rules.SPARK_POM.read_text()
+
+    def version(prop: str) -> str:
+        found = re.search(rf"<{prop}>([^<]+)</{prop}>", pom)
+        assert found, prop
+        return found.group(1)
+
+    jars = {path.rsplit("/", 1)[1] for path in image_env["SCD_SUBSCRIBER_SPARK_JARS"].split(",")}
+    assert f"delta-spark_2.13-{version('delta.version')}.jar" in jars
+    assert f"hadoop-aws-{version('hadoop.version')}.jar" in jars
+
+
+# ---------------------------------------------------------------- the rules can fail
+
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def _set_env(service: str, name: str, value: str) -> Mutation:
+    def mutate(compose: dict[str, Any]) -> None:
+        compose["services"][service]["environment"][name] = value
+
+    return mutate
+
+
+def _drop_env(service: str, name: str) -> Mutation:
+    def mutate(compose: dict[str, Any]) -> None:
+        del compose["services"][service]["environment"][name]
+
+    return mutate
+
+
+def _set(service: str, key: str, value: Any) -> Mutation:
+    def mutate(compose: dict[str, Any]) -> None:
+        compose["services"][service][key] = value
+
+    return mutate
+
+
+def _drop(service: str, key: str) -> Mutation:
+    def mutate(compose: dict[str, Any]) -> None:
+        del compose["services"][service][key]
+
+    return mutate
+
+
+BROKEN_COMPOSE: list[tuple[str, Mutation, str]] = [
+    (
+        "misspelled setting",
+        _set_env("subscriber-2", "SCD_SUBSCRIBER_STORE_PTH", "s3a://x/y"),
+        "subscriber-2: SCD_SUBSCRIBER_STORE_PTH is not a setting of the subscriber",
+    ),
+    (
+        "another daemon's setting",
+        _set_env("publisher", "SCD_SUBSCRIBER_RESET", "earliest"),
+        "publisher: SCD_SUBSCRIBER_RESET is not a setting of the publisher",
+    ),
+    (
+        "nested setting that does not exist",
+        _set_env("publisher", "SCD_JOURNAL_TOPICS__PACKAGES", "p"),
+        "SCD_JOURNAL_TOPICS__PACKAGES is not a setting",
+    ),
+    ("missing healthcheck", _drop("kafka", "healthcheck"), "kafka: no healthcheck"),
+    (
+        "disabled healthcheck",
+        _set("minio", "healthcheck", {"disable": True}),
+        "minio: no healthcheck",
+    ),
+    (
+        "start order without health",
+        _set("publisher", "depends_on", {"kafka": {"condition": "service_started"}}),
+        "publisher: depends on 'kafka' with condition 'service_started'",
+    ),
+    (
+        "short depends_on",
+        _set("publisher", "depends_on", ["kafka"]),
+        "publisher: depends_on lists services without condition",
+    ),
+    (
+        "dependency on a missing service",
+        _set("publisher", "depends_on", {"zookeeper": {"condition": "service_healthy"}}),
+        "publisher: depends on 'zookeeper', which is not a service",
+    ),
+    (
+        "port on every address",
+        _set("publisher", "ports", ["28080:8080"]),
+        "publisher: port '28080:8080' is published on every address",
+    ),
+    (
+        "port on a public address (long syntax)",
+        _set("kafka", "ports", [{"target": 29092, "published": 29092, "host_ip": "0.0.0.0"}]),
+        "is published on 0.0.0.0",
+    ),
+    ("latest image", _set("minio", "image", "minio/minio:latest"), "not pinned"),
+    ("untagged image", _set("spark-master", "image", "apache/spark"), "not pinned"),
+    (
+        "secret written into the file",
+        _set_env("publisher", "SCD_PUBLISHER_API_TOKEN", "a-token-anyone-can-read-here"),
+        "publisher: SCD_PUBLISHER_API_TOKEN is a credential",
+    ),
+    (
+        "secret with a default",
+        _set_env("minio", "MINIO_ROOT_PASSWORD", "${SCD_COMPOSE_S3_SECRET_KEY:-minioadmin}"),
+        "minio: MINIO_ROOT_PASSWORD is a credential",
+    ),
+    (
+        "variable that silently becomes empty",
+        _set_env("publisher", "SCD_PUBLISHER_AGENT_NAME", "${PUBLISHER_NAME}"),
+        "${PUBLISHER_NAME} has neither a default",
+    ),
+    (
+        "publisher without a token",
+        _drop_env("publisher", "SCD_PUBLISHER_API_TOKEN"),
+        "SCD_PUBLISHER_API_TOKEN must be set",
+    ),
+    (
+        "invalid value",
+        _set_env("subscriber-1", "SCD_SUBSCRIBER_RESET", "yesterday"),
+        "subscriber-1: invalid settings",
+    ),
+    (
+        "embedded journal instead of Kafka",
+        _set_env("subscriber-3", "SCD_JOURNAL_BACKEND", "sqlite"),
+        "subscriber-3: journal backend 'sqlite'",
+    ),
+    (
+        "local store",
+        _set_env("subscriber-1", "SCD_SUBSCRIBER_STORE_PATH", "/data/store"),
+        "subscriber-1: content store '/data/store' is not on s3a://",
+    ),
+    (
+        "s3a store without an S3 endpoint",
+        _drop_env("subscriber-1", "SCD_BLOB_ENDPOINT_URL"),
+        "subscriber-1: invalid settings",
+    ),
+    (
+        "local Spark",
+        _set_env("subscriber-2", "SCD_SUBSCRIBER_SPARK_MASTER", "local[2]"),
+        "subscriber-2: Spark master 'local[2]' is not the cluster's",
+    ),
+    (
+        "two subscribers sharing a store",
+        _set_env("subscriber-2", "SCD_SUBSCRIBER_STORE_PATH", "s3a://scd-content/subscriber-1"),
+        "every subscriber needs its own SCD_SUBSCRIBER_STORE_PATH",
+    ),
+    (
+        "worker with another Python",
+        _set("spark-worker", "image", "apache/spark:4.0.1-scala2.13-java17-python3-ubuntu"),
+        "spark-worker runs 'apache/spark:4.0.1-scala2.13-java17-python3-ubuntu'",
+    ),
+    ("no Spark master", lambda c: c["services"].pop("spark-master"), "no 'spark-master' service"),
+    (
+        "two subscribers only",
+        lambda c: c["services"].pop("subscriber-3"),
+        "expected at least 3 subscribers, found 2",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [pytest.param(m, e, id=i) for i, m, e in BROKEN_COMPOSE],
+)
+def test_a_broken_compose_file_is_caught(
+    raw: dict[str, Any], image_env: dict[str, str], mutate: Mutation, expected: str
+) -> None:
+    broken = copy.deepcopy(raw)
+    mutate(broken)
+    problems = rules.compose_problems(broken, USER_VARIABLES, image_env)
+    assert any(expected in problem for problem in problems), problems
+
+
+def test_an_undocumented_variable_is_caught(raw: dict[str, Any], image_env: dict[str, str]) -> None:
+    variables = {k: v for k, v in USER_VARIABLES.items() if k != "SCD_COMPOSE_PUBLISHER_PORT"}
+    problems = rules.compose_problems(raw, variables, image_env)
+    assert "variable SCD_COMPOSE_PUBLISHER_PORT is not documented in deploy/.env.example" in (
+        problems
+    )
+
+
+BROKEN_DOCKERFILE: list[tuple[str, str, str, str]] = [
+    (
+        "latest base",
+        "ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm",
+        "ARG PYTHON_IMAGE=python:latest",
+        "base image 'python:latest' is not pinned",
+    ),
+    (
+        "untagged base",
+        "ARG MAVEN_IMAGE=maven:3.9.11-eclipse-temurin-17",
+        "ARG MAVEN_IMAGE=maven",
+        "base image 'maven' is not pinned",
+    ),
+    ("root user", "USER scd", "USER root", "runs as root"),
+    ("no user", "USER scd\n", "", "runs as root"),
+    ("no healthcheck", "HEALTHCHECK --interval", "# HEALTHCHECK --interval", "no HEALTHCHECK"),
+    (
+        "misspelled setting",
+        "SCD_SUBSCRIBER_SPARK_JARS=",
+        "SCD_SUBSCRIBER_SPARKJARS=",
+        "ENV SCD_SUBSCRIBER_SPARKJARS is not a setting of scd",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [pytest.param(o, n, e, id=i) for i, o, n, e in BROKEN_DOCKERFILE],
+)
+def test_a_broken_dockerfile_is_caught(dockerfile: str, old: str, new: str, expected: str) -> None:
+    assert old in dockerfile
+    problems = rules.dockerfile_problems(dockerfile.replace(old, new, 1))
+    assert any(expected in problem for problem in problems), problems
+
+
+# ---------------------------------------------------------------- docker compose itself
+
+
+def _compose_plugin() -> bool:
+    docker = shutil.which("docker")
+    if docker is None:
+        return False
+    probe = subprocess.run(
+        [docker, "compose", "version"],
+        capture_output=True,
+        timeout=COMPOSE_CONFIG_TIMEOUT_S,
+        check=False,
+    )
+    return probe.returncode == 0
+
+
+def test_docker_compose_accepts_the_file() -> None:
+    if not _compose_plugin():
+        pytest.skip("the docker compose plugin is not installed; the rules above stand in")
+    result = subprocess.run(
+        COMPOSE_CONFIG,
+        env={"PATH": "/usr/bin:/bin:/usr/local/bin", **USER_VARIABLES},
+        capture_output=True,
+        text=True,
+        timeout=COMPOSE_CONFIG_TIMEOUT_S,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    missing = {k: v for k, v in USER_VARIABLES.items() if k != "SCD_COMPOSE_API_TOKEN"}
+    result = subprocess.run(
+        COMPOSE_CONFIG,
+        env={"PATH": "/usr/bin:/bin:/usr/local/bin", **missing},
+        capture_output=True,
+        text=True,
+        timeout=COMPOSE_CONFIG_TIMEOUT_S,
+        check=False,
+    )
+    assert result.returncode != 0 and "SCD_COMPOSE_API_TOKEN" in result.stderr
