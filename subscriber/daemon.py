@@ -42,7 +42,11 @@ def run(settings: SubscriberSettings) -> int:
         server = None
         if settings.http_port is not None:
             server = HealthServer(
-                agent.health, agent.readiness.check, agent.metrics.render, port=settings.http_port
+                agent.health,
+                agent.readiness.check,
+                agent.metrics.render,
+                host=settings.http_host,
+                port=settings.http_port,
             )
             server.start()
             log.info("health, readiness and metrics on %s", server.url)

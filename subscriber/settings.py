@@ -54,6 +54,8 @@ class SubscriberSettings(ScdSettings):
     ready_max_retries: int | None = Field(default=10, ge=0)
     ready_force_s: float | None = Field(default=300.0, ge=0)
     # Health/readiness/metrics HTTP endpoint (127.0.0.1); None: not served, 0: any free port.
+    # Interface of that endpoint: loopback by default; 0.0.0.0 inside a container.
+    http_host: str = "127.0.0.1"
     http_port: int | None = Field(default=None, ge=0, le=65535)
     spark_master: str = "local[2]"
     # Jars for Delta (and hadoop-aws for s3a:// stores); empty: Spark resolves them by Maven

@@ -37,7 +37,7 @@ def spark_config(settings: SubscriberSettings) -> dict[str, str]:
         if blobs is None or blobs.backend != "s3" or blobs.endpoint_url is None:
             raise ValueError(
                 "store_path is on s3a:// but no S3 blob store is configured to take the "
-                "endpoint and credentials from (SCD_SUBSCRIBER_BLOBSTORE__*)"
+                "endpoint and credentials from (SCD_BLOB_*)"
             )
         config.update(
             {
