@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Self
 
 from journal.errors import MessageTooLarge
 
@@ -137,7 +137,7 @@ class Consumer(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None: ...
 
-    def __enter__(self) -> Consumer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -210,7 +210,7 @@ class Journal(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None: ...
 
-    def __enter__(self) -> Journal:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

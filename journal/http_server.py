@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import uvicorn
 
@@ -110,7 +110,7 @@ class AppServer:
             self._socket.close()
             self._socket = None
 
-    def __enter__(self) -> AppServer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

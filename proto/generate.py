@@ -43,11 +43,12 @@ def generate(out_dir: Path) -> list[Path]:
     )
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO_ROOT, help="output root")
     for path in generate(parser.parse_args().out):
         print(path)
+    return 0
 
 
 if __name__ == "__main__":

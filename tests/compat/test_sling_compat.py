@@ -37,7 +37,7 @@ def sling_parse(cls: type[Message], value: bytes) -> Message:
     message = cls()
     message.ParseFromString(value)
     if not message.IsInitialized():
-        raise DecodeError(f"missing required fields: {message.FindInitializationErrors()}")
+        raise DecodeError(f"{cls.DESCRIPTOR.name}: required fields missing")
     return message
 
 

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
 from blobstore.api import BlobStore
 from blobstore.settings import BlobStoreSettings
 from journal.api import Journal, Position
@@ -43,7 +45,7 @@ def blob_settings(s3: S3Service | None, bucket: str, tmp: Path) -> BlobStoreSett
         backend="s3",
         endpoint_url=s3.endpoint_url,
         access_key=s3.access_key,
-        secret_key=s3.secret_key,
+        secret_key=SecretStr(s3.secret_key),
         region=s3.region,
         bucket=bucket,
         create_bucket=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,7 @@ def test_commits_reopen_and_history(spark: Any, tmp_path: Path) -> None:
         new_change_set(store.paths, [add(0, "/a", node("/a", title="A"), node("/a/b", n=7))])
     )
     first = add(1, "/a", node("/a", title="A2"), node("/a/c", data=b"\x00\x01"))
-    first = type(first)(
-        *[getattr(first, f) for f in ("offset", "pub_agent", "pkg_id", "req_type", "package")],
-        Status.IMPORTED,
-    )
+    first = dataclasses.replace(first, status=Status.IMPORTED)
     store.commit(new_change_set(store.paths, [first, delete(2, "/x")]))
     assert store.paths == {"/a", "/a/c"}
 

@@ -51,9 +51,7 @@ def test_distribute_queues_clear_and_cleanup(
     assert "deleted" in capsys.readouterr().out
 
 
-def test_errors_are_one_line(
-    url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_errors_are_one_line(url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["distribute", "ADD", "/a", "--url", url]) == 1  # no token
     err = capsys.readouterr().err
     assert "HTTP 401" in err and err.count("\n") == 1
