@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from google.protobuf.message import Message
 
 from journal.api import RECORD_OVERHEAD_BYTES, Journal, Position, Record
 from journal.errors import MessageTooLarge, UnknownTopic
@@ -243,3 +244,57 @@ class JournalContract:
             poller.stop()
         assert got == [2, 3]
         assert poller.counts["handler_error"] == 1
+
+
+def sample_messages() -> dict[str, Message]:
+    """One valid message of each protobuf type the DESIGN topics carry."""
+    return {
+        "package": m.PackageMessage(
+            pub_sling_id="p", pkg_id="k", req_type=m.ReqType.ADD, pkg_type="scd-content"
+        ),
+        "status": status(1),
+        "discovery": m.DiscoveryMessage(
+            sub_sling_id="s",
+            sub_agent_name="a",
+            subscriber_configuration=m.SubscriberConfiguration(editable=False, max_retries=-1),
+        ),
+        "command": m.CommandMessage(
+            sub_sling_id="s", sub_agent_name="a", clear_command=m.ClearCommand(offset=3)
+        ),
+    }
+
+
+class GarbageOnEveryTopic:
+    """Random bytes under a known type, and unknown types, on each DESIGN topic: a poller
+    logs, counts and skips them and delivers the next record."""
+
+    def test_garbage_on_every_design_topic(self, journal: Journal, unique_name: str) -> None:
+        from journal.settings import JournalSettings, TopicSettings
+        from journal.topics import topic_specs
+
+        names = {
+            k: f"{unique_name}.{k}" for k in ("package", "status", "discovery", "command", "event")
+        }
+        settings = JournalSettings(topics=TopicSettings.model_validate(names))
+        journal.create_topics(topic_specs(settings))
+        for kind, message in sample_messages().items():
+            topic = names[kind]
+            sender = MessageSender(journal, topic)
+            name = message.DESCRIPTOR.name
+            key = "a" if kind in ("discovery", "command") else None
+            journal.send(topic, os.urandom(48), key=b"a", headers={"type": name, "version": "1"})
+            journal.send(topic, b"\x08\x01", key=b"a", headers={"type": "NotAType", "version": "1"})
+            sender.send(message, key=key)
+            seen: list[Message] = []
+
+            def collect(msg: Message, _: Record, into: list[Message] = seen) -> None:
+                into.append(msg)
+
+            poller = MessagePoller(journal, topic, Position.earliest(), {type(message): collect})
+            deadline = time.monotonic() + 30
+            while not seen and time.monotonic() < deadline:
+                poller.poll_once()
+            poller.stop()
+            assert seen == [message], kind
+            assert poller.counts["undecodable"] == 1, (kind, poller.counts)
+            assert poller.counts["unknown_type"] == 1, (kind, poller.counts)

@@ -11,7 +11,12 @@ import pytest
 from journal.api import Journal, Position, TopicSpec
 from journal.errors import JournalUnavailable
 from journal.kafka import KafkaJournal
-from tests.contract.journal_contract import JournalContract, NewTopic, read_all
+from tests.contract.journal_contract import (
+    GarbageOnEveryTopic,
+    JournalContract,
+    NewTopic,
+    read_all,
+)
 from tests.services import KafkaService
 
 pytestmark = pytest.mark.integration
@@ -35,7 +40,7 @@ def new_topic(journal: Journal, unique_name: str) -> NewTopic:
     return make
 
 
-class TestKafkaJournal(JournalContract):
+class TestKafkaJournal(JournalContract, GarbageOnEveryTopic):
     pass
 
 

@@ -12,7 +12,12 @@ import pytest
 
 from journal.api import Journal, Position, TopicSpec
 from journal.sqlite import SqliteJournal
-from tests.contract.journal_contract import JournalContract, NewTopic, read_all
+from tests.contract.journal_contract import (
+    GarbageOnEveryTopic,
+    JournalContract,
+    NewTopic,
+    read_all,
+)
 
 _names = itertools.count()
 
@@ -33,7 +38,7 @@ def new_topic(journal: Journal) -> NewTopic:
     return make
 
 
-class TestSqliteJournal(JournalContract):
+class TestSqliteJournal(JournalContract, GarbageOnEveryTopic):
     def expire(self, journal: Journal) -> None:
         assert isinstance(journal, SqliteJournal)
         journal.expire_now()
