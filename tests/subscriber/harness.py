@@ -165,3 +165,15 @@ def send_clear(
         )
     )
     journal.send(settings.topics.command, value, key=agent.encode(), headers=headers)
+
+
+def unit_for(journal: Journal, settings: JournalSettings, offset: int) -> Any:
+    """The import unit of the package record at ``offset`` (inline packages only)."""
+    from journal.wire.package import decode_package
+    from subscriber.changes import Unit
+
+    for at, message in read_messages(journal, settings.topics.package):
+        if at == offset:
+            package = decode_package(message.pkg_binary)
+            return Unit(offset, message.pub_agent_name, message.pkg_id, message.req_type, package)
+    raise AssertionError(f"no package at offset {offset}")

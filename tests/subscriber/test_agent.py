@@ -261,3 +261,50 @@ def test_discovery_invalidate_hook_and_health(env: Env, spark: Any) -> None:
     ]
     assert msg.subscriber_configuration.editable and msg.subscriber_configuration.max_retries == 3
     assert first < inv
+
+
+def test_failing_commit_in_a_batch_is_isolated_without_double_imports(env: Env, spark: Any) -> None:
+    """A package that breaks the batch commit itself: the batch is retried package by package,
+    the bad one ends REMOVED_FAILED, the others are imported exactly once."""
+    bad_node = node("/bad")
+    bad_node.properties["tags"].multi_value.values.add(string_value="a")
+    bad_node.properties["tags"].multi_value.values.add(long_value=1)  # mixed types: unstorable
+    offsets = [
+        env.send(package("b0", ADD, [("/b0", True)], site("0", "/b0"))),
+        env.send(package("b1", ADD, [("/b1", True)], site("1", "/b1"))),
+        env.send(package("bad", ADD, [("/bad", True)], [bad_node])),
+        env.send(package("b3", ADD, [("/b3", True)], site("3", "/b3"))),
+    ]
+    agent = env.agent(spark, max_retries=0, batch_initial=10)
+    h.drive(agent, lambda: agent.processed_offset == offsets[-1])
+    assert agent.store.paths == {"/b0", "/b1", "/b3"}
+    assert h.statuses(env.journal, env.js) == {offsets[2]: "REMOVED_FAILED"}
+    assert "mixes" in h.log_messages(env.journal, env.js)[0].message
+    imported = [
+        c["metadata"]["offsets"]
+        for c in agent.store.history()
+        if c["metadata"] and c["metadata"].get("packages")
+    ]
+    covered = [o for lo, hi in imported for o in range(lo, hi + 1)]
+    assert sorted(covered) == sorted(set(covered)), imported  # nothing applied twice
+    assert {offsets[0], offsets[1], offsets[3]} <= set(covered)
+    agent.stop()
+
+
+def test_statuses_committed_but_not_sent_are_sent_on_restart(env: Env, spark: Any) -> None:
+    """A crash between the commit and the status send: the next start sends them."""
+    import dataclasses
+
+    from subscriber.changes import new_change_set
+    from subscriber.store import ContentStore
+
+    offset = env.send(package("s0", ADD, [("/s", True)], site("0", "/s")))
+    store = ContentStore(spark, str(env.tmp / "store"))
+    store.open()
+    unit = h.unit_for(env.journal, env.js, offset)
+    store.commit(new_change_set(store.paths, [dataclasses.replace(unit, status=m.Status.IMPORTED)]))
+    assert h.statuses(env.journal, env.js) == {}  # committed, never sent: the "crash"
+
+    agent = env.agent(spark, editable=True)  # open() resends what the store holds
+    assert h.statuses(env.journal, env.js) == {offset: "IMPORTED"}
+    agent.stop()
