@@ -72,6 +72,7 @@ class KafkaJournal(Journal):
         self.default_max_message_bytes = max_message_bytes
         self.send_timeout_s = send_timeout_s
         self.request_timeout_s = request_timeout_s
+        self._where = f"Kafka at {bootstrap_servers}"
         self._common: dict[str, Any] = {"bootstrap.servers": bootstrap_servers}
         self._common.update(client_config or {})
         self._producer: Producer | None = None
@@ -146,7 +147,7 @@ class KafkaJournal(Journal):
             except KafkaException as exc:
                 err = exc.args[0]
                 if err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise _journal_error(err, f"create topic {spec.name}") from exc
+                    raise _journal_error(err, f"create topic {spec.name}", self._where) from exc
             except Exception as exc:  # concurrent.futures.TimeoutError
                 raise JournalUnavailable(
                     f"Kafka at {self.bootstrap_servers} did not create topic {spec.name} "
@@ -161,7 +162,7 @@ class KafkaJournal(Journal):
             try:
                 meta = self.admin.list_topics(topic, timeout=self.request_timeout_s)
             except KafkaException as exc:
-                raise _journal_error(exc.args[0], f"describe topic {topic}") from exc
+                raise _journal_error(exc.args[0], f"describe topic {topic}", self._where) from exc
             info = meta.topics.get(topic)
             if info is None or info.error is not None or not info.partitions:
                 raise UnknownTopic(f"topic {topic!r} does not exist at {self.bootstrap_servers}")
@@ -224,7 +225,7 @@ class KafkaJournal(Journal):
                     ) from None
                 producer.poll(ACK_POLL_S)
             except KafkaException as exc:
-                raise _journal_error(exc.args[0], f"send to {topic}") from exc
+                raise _journal_error(exc.args[0], f"send to {topic}", self._where) from exc
         producer.poll(0)
         return pending
 
@@ -264,7 +265,9 @@ class KafkaJournal(Journal):
                     TopicPartition(topic, partition), timeout=self.request_timeout_s
                 )
             except KafkaException as exc:
-                raise _journal_error(exc.args[0], f"read offsets of {topic}-{partition}") from exc
+                raise _journal_error(
+                    exc.args[0], f"read offsets of {topic}-{partition}", self._where
+                ) from exc
         return int(low), int(high)
 
     def earliest_offset(self, topic: str, partition: int = 0) -> int:
@@ -311,6 +314,7 @@ class _KafkaPending(PendingSend):
 class KafkaConsumer(Consumer):
     def __init__(self, topic: str, config: dict[str, Any], assignment: list[TopicPartition]):
         self.topic = topic
+        self._where = f"Kafka at {config.get('bootstrap.servers')}"
         self._consumer = RdConsumer(config)
         self._consumer.assign(assignment)
         self._next = {tp.partition: tp.offset for tp in assignment}
@@ -322,7 +326,7 @@ class KafkaConsumer(Consumer):
             err = msg.error()
             if err is not None:
                 if err.fatal():
-                    raise _journal_error(err, f"consume {self.topic}")
+                    raise _journal_error(err, f"consume {self.topic}", self._where)
                 log.warning("consumer of %s: %s", self.topic, err)
                 continue
             raw_headers: list[tuple[str, bytes | None]] | None = msg.headers()  # type: ignore[assignment]
@@ -381,7 +385,7 @@ def _log_client_error(err: KafkaError) -> None:
     log.warning("kafka client: %s", err)
 
 
-def _journal_error(err: KafkaError, action: str) -> JournalError:
+def _journal_error(err: KafkaError, action: str, where: str = "Kafka") -> JournalError:
     code = err.code()
     if code == KafkaError.MSG_SIZE_TOO_LARGE:
         return JournalError(f"{action}: broker refused the record size: {err.str()}")
@@ -397,7 +401,7 @@ def _journal_error(err: KafkaError, action: str) -> JournalError:
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.LEADER_NOT_AVAILABLE,
     ):
-        return JournalUnavailable(f"{action}: Kafka unavailable: {err.str()}")
+        return JournalUnavailable(f"{action}: {where} unavailable: {err.str()}")
     return JournalError(f"{action}: {err.str()}")
 
 

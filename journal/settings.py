@@ -88,6 +88,9 @@ class JournalSettings(ScdSettings):
     max_message_bytes: int = Field(default=1024 * 1024, ge=64 * 1024)
     send_timeout_s: float = Field(default=DEFAULT_SEND_TIMEOUT_S, gt=0)
     request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0)
+    # Create missing topics at start. Off where topics are provisioned by an administrator
+    # and the daemons' credentials may not create them; then a missing topic stops the start.
+    create_topics: bool = True
     security: KafkaSecurity = KafkaSecurity()
     topics: TopicSettings = TopicSettings()
 

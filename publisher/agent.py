@@ -144,7 +144,8 @@ class PublisherAgent:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> PublisherAgent:
-        self._at_startup(lambda: self.journal.create_topics(topic_specs(self.journal_settings)))
+        if self.journal_settings.create_topics:
+            self._at_startup(lambda: self.journal.create_topics(topic_specs(self.journal_settings)))
         self._at_startup(self.cache.open)
         self.cache.start()
         log_handler = self.errors.handle_log

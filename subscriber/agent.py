@@ -141,8 +141,10 @@ class SubscriberAgent:
         return self.settings.agent_name
 
     def start(self) -> SubscriberAgent:
-        """Open and run the import loop, announcer and command reader in background threads."""
-        self.open()
+        """Open (unless done) and run the import loop, announcer and command reader in
+        background threads."""
+        if self._consumer is None:
+            self.open()
         self._spawn(self._announce_loop, "announce")
         if self.settings.editable:
             self._commands = MessagePoller(

@@ -10,6 +10,8 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from contextlib import ExitStack
 from types import FrameType
 
 from blobstore.factory import open_blob_store
@@ -24,6 +26,24 @@ from subscriber.spark import spark_session
 
 log = logging.getLogger(__name__)
 
+# Pause between start-up attempts while Kafka or the blob store is unreachable: a broker
+# starts in seconds, and a line every 5 s shows the wait without flooding the log.
+STARTUP_RETRY_S = 5.0
+
+
+def _wait_for(step: Callable[[], None], what: str, stop: threading.Event) -> bool:
+    """Run a start-up step, retrying while a dependency is unreachable; False if stopped."""
+    while True:
+        try:
+            step()
+            return True
+        except ScdError as exc:
+            if not exc.retriable:
+                raise
+            log.warning("waiting for %s: %s (retrying in %.0f s)", what, exc, STARTUP_RETRY_S)
+        if stop.wait(STARTUP_RETRY_S):
+            return False
+
 
 def run(settings: SubscriberSettings) -> int:
     stop = threading.Event()
@@ -34,12 +54,23 @@ def run(settings: SubscriberSettings) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    spark = spark_session(settings, f"scd-subscriber-{settings.agent_name}")
-    blobs = open_blob_store(settings.blobstore) if settings.blobstore is not None else None
-    with open_journal(settings.journal) as journal:
-        journal.create_topics(topic_specs(settings.journal))
-        agent = SubscriberAgent(settings, journal, spark, blobs).start()
-        server = None
+    with ExitStack() as stack:
+        journal = stack.enter_context(open_journal(settings.journal))
+        # The journal first: waiting for Kafka should not hold a Spark JVM.
+        if settings.journal.create_topics and not _wait_for(
+            lambda: journal.create_topics(topic_specs(settings.journal)), "the journal", stop
+        ):
+            return 0
+        spark = spark_session(settings, f"scd-subscriber-{settings.agent_name}")
+        stack.callback(spark.stop)
+        blobs = None
+        if settings.blobstore is not None:
+            blobs = stack.enter_context(open_blob_store(settings.blobstore))
+        agent = SubscriberAgent(settings, journal, spark, blobs)
+        if not _wait_for(agent.open, "the journal and the content store", stop):
+            return 0
+        agent.start()
+        stack.callback(agent.stop)  # runs before the journal, blob store and Spark close
         if settings.http_port is not None:
             server = HealthServer(
                 agent.health,
@@ -49,15 +80,10 @@ def run(settings: SubscriberSettings) -> int:
                 port=settings.http_port,
             )
             server.start()
+            stack.callback(server.stop)
             log.info("health, readiness and metrics on %s", server.url)
         log.info("subscriber %s running (instance %s)", agent.name, agent.instance_id)
         stop.wait()
-        agent.stop()
-        if server is not None:
-            server.stop()
-    if blobs is not None:
-        blobs.close()
-    spark.stop()
     return 0
 
 

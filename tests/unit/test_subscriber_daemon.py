@@ -1,0 +1,49 @@
+"""The subscriber daemon waits for an unreachable journal with a clear log line, stops
+cleanly on SIGTERM while waiting, and refuses bad settings with the variable's name."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_waits_for_kafka_and_stops_on_sigterm(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "SCD_JOURNAL_BACKEND": "kafka",
+        "SCD_JOURNAL_BOOTSTRAP_SERVERS": f"127.0.0.1:{closed_port()}",
+        "SCD_JOURNAL_REQUEST_TIMEOUT_S": "1",
+        "SCD_SUBSCRIBER_STORE_PATH": str(tmp_path / "store"),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "subscriber"], env=env, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 60
+    line = ""
+    while "waiting for the journal" not in line:
+        assert time.monotonic() < deadline, "no waiting line"
+        line = proc.stderr.readline()
+    assert "127.0.0.1" in line  # names what it waits for
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+
+
+def test_bad_setting_is_named() -> None:
+    env = {**os.environ, "SCD_SUBSCRIBER_MAX_RETRIES": "many"}
+    run = subprocess.run(
+        [sys.executable, "-m", "subscriber"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 2
+    assert "max_retries" in run.stderr.lower()
