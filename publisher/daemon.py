@@ -8,7 +8,9 @@ lets those in flight answer, then the agent stops (a leader hands leadership ove
 from __future__ import annotations
 
 import logging
+import signal
 import sys
+from types import FrameType
 
 import uvicorn
 from pydantic import ValidationError
@@ -43,11 +45,20 @@ def run(
                 log_config=None,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
             )
+            # Once uvicorn has shut down after SIGTERM/SIGINT it raises the signal again for the
+            # handler found at start; with the default one that kills the process before the
+            # agent below stops (leadership kept until its session times out, exit by signal).
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, _after_server_exit)
             uvicorn.Server(config).run()
         finally:
             agent.stop()
             blobs.close()
     return 0
+
+
+def _after_server_exit(signum: int, _frame: FrameType | None) -> None:
+    log.info("signal %d: stopping the agent", signum)
 
 
 def main() -> int:
