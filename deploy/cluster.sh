@@ -63,8 +63,10 @@ S3_REGION="${SCD_S3_REGION:-$SCD_DEFAULT_S3_REGION}"
 PUBLISHER_START_TIMEOUT_S=60
 # A subscriber answers once its Spark driver runs and its store is open: 20-40 s each on a
 # 2-core machine when three JVMs start at once, longer on a standalone master (executors
-# start first); 300 s fails a hung start without cutting a slow one short.
-SUBSCRIBER_START_TIMEOUT_S=300
+# start first).
+# On a saturated 2-core machine the first s3a store creation alone was seen to take 3+ min,
+# so the default leaves twice that; SCD_CLUSTER_START_TIMEOUT_S overrides it.
+SUBSCRIBER_START_TIMEOUT_S="${SCD_CLUSTER_START_TIMEOUT_S:-600}"
 # The standalone master and worker are up within seconds; 60 s leaves room for a busy machine.
 SPARK_START_TIMEOUT_S=60
 # SIGTERM grace periods before SIGKILL: a subscriber finishes the import in progress (its
