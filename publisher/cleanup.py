@@ -11,6 +11,7 @@ touched: any number of packages, past and future, may reference them.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,8 +53,15 @@ class BlobCleanup:
         self.grace_s = grace_s
         self.metrics = metrics
         self.clock_s = clock_s
+        # The leader's periodic run and an on-demand run (POST /cleanup) may overlap; one at a
+        # time, so each package blob is stamped or deleted once.
+        self._lock = threading.Lock()
 
     def run(self) -> CleanupResult:
+        with self._lock:
+            return self._run()
+
+    def _run(self) -> CleanupResult:
         earliest = self.journal.earliest_offset(self.topic)
         latest = self.journal.latest_offset(self.topic)
         deleted = stamped = kept = failed = 0
