@@ -3,6 +3,8 @@
 #
 #   deploy/spark-jars.sh          Delta Lake  -> $SCD_HOME/jars/delta/, list in $SCD_HOME/jars/delta.txt
 #   deploy/spark-jars.sh --s3a    also s3a    -> $SCD_HOME/jars/s3a/,   list in $SCD_HOME/jars/s3a.txt
+#   deploy/spark-jars.sh --kafka  also Spark's Kafka source (benchmark baseline)
+#                                             -> $SCD_HOME/jars/kafka/, list in $SCD_HOME/jars/kafka.txt
 #
 # Each list file holds one absolute jar path per line; join them with commas for spark.jars.
 # The paths of the list files are printed on stdout. Does nothing when the jars are present.
@@ -47,5 +49,6 @@ scd_lock spark-jars
 case "${1:-}" in
     "") fetch delta ;;
     --s3a) fetch delta; fetch s3a ;;
-    *) echo "usage: $0 [--s3a]" >&2; exit 2 ;;
+    --kafka) fetch delta; fetch kafka ;;
+    *) echo "usage: $0 [--s3a | --kafka]" >&2; exit 2 ;;
 esac

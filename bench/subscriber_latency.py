@@ -1,0 +1,211 @@
+"""Latency part of the subscriber import benchmark: publish→imported latency of a running
+subscriber agent at a low, steady package rate, and the time of one small Delta commit on the
+same machine in the same run (the floor any Delta-backed import pays per commit).
+
+Latency of a package = end of the store commit that contains it (``ContentStore.commit`` of the
+agent, wrapped) - ``PackageMessage.created_ms`` (set just before the package is sent).
+"""
+
+from __future__ import annotations
+
+import cProfile
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from subscriber_workload import PUB_AGENT, Planned, package_message
+
+from journal.api import Journal
+from journal.settings import JournalSettings
+from journal.wire.package import Node
+from subscriber.agent import SubscriberAgent
+from subscriber.changes import ChangeSet
+from subscriber.rows import SCHEMA, node_row
+from subscriber.settings import SubscriberSettings
+
+# Packages the update variant imports before measuring, and then updates round-robin.
+UPDATE_PAGES = 50
+# How long to let a freshly started agent settle (first polls, first announcement).
+SETTLE_S = 2.0
+# A package not imported this long after the last send fails the run.
+DRAIN_TIMEOUT_S = 120.0
+# Percentile of the tail reported with the median.
+TAIL_PERCENTILE = 99
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """Nearest-rank percentile (no interpolation: p99 of 600 samples is the 594th value)."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(pct / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+@dataclass
+class CommitLog:
+    """When each offset became imported: the end of the store commit that held it."""
+
+    imported_ms: dict[int, float] = field(default_factory=dict)
+    batch_sizes: list[int] = field(default_factory=list)
+    commit_seconds: list[float] = field(default_factory=list)
+
+    def wrap(self, agent: SubscriberAgent) -> None:
+        original: Callable[[ChangeSet], None] = agent.store.commit
+
+        def commit(changes: ChangeSet) -> None:
+            started = time.perf_counter()
+            original(changes)
+            done_ms = time.time() * 1000
+            self.commit_seconds.append(time.perf_counter() - started)
+            self.batch_sizes.append(len(changes.units))
+            for unit in changes.units:
+                self.imported_ms[unit.offset] = done_ms
+
+        setattr(agent.store, "commit", commit)  # noqa: B010 -- instance attribute, bench only
+
+
+def profiled_run(agent: SubscriberAgent, profiler: cProfile.Profile) -> None:
+    """Make the agent's import thread run under ``profiler``."""
+    original = agent.run
+
+    def run() -> None:
+        profiler.enable()
+        try:
+            original()
+        finally:
+            profiler.disable()
+
+    setattr(agent, "run", run)  # noqa: B010 -- instance attribute, bench only
+
+
+def run_variant(
+    *,
+    variant: str,
+    spark: Any,
+    journal: Journal,
+    journal_settings: JournalSettings,
+    settings: SubscriberSettings,
+    updates: list[Planned],
+    adds: list[Planned],
+    rate: float,
+    seconds: float,
+    profiler: cProfile.Profile | None,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """Publish at ``rate`` for ``seconds`` to an agent running in background threads."""
+    topic = journal_settings.topics.package
+    if variant == "update":
+        for planned in adds[:UPDATE_PAGES]:  # the pages the measured packages update
+            value, headers = package_message(planned)
+            journal.send_async(topic, value, headers=headers)
+        journal.flush()
+        measured = updates
+    else:
+        measured = adds
+    commits = CommitLog()
+    agent = SubscriberAgent(settings, journal, spark)
+    commits.wrap(agent)
+    if profiler is not None:
+        profiled_run(agent, profiler)
+    agent.start()
+    try:
+        ready_at = journal.latest_offset(topic) - 1
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while agent.processed_offset < ready_at:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{variant}: agent did not catch up with the pre-load")
+            time.sleep(0.05)
+        time.sleep(SETTLE_S)
+        first_commit = len(commits.batch_sizes)
+        count = int(rate * seconds)
+        created: dict[int, int] = {}
+        log(f"latency/{variant}: publishing {count} packages at {rate}/s")
+        started = time.perf_counter()
+        for i in range(count):
+            delay = started + i / rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            created_ms = int(time.time() * 1000)
+            value, headers = package_message(measured[i % len(measured)], created_ms)
+            created[journal.send(topic, value, headers=headers)] = created_ms
+        last = max(created)
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while agent.processed_offset < last:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{variant}: offset {last} not imported in time")
+            time.sleep(0.01)
+    finally:
+        agent.stop()
+    missing = [o for o in created if o not in commits.imported_ms]
+    if missing:
+        raise RuntimeError(f"{variant}: offsets {missing[:5]}... never committed")
+    latencies = [(commits.imported_ms[o] - c) / 1000 for o, c in created.items()]
+    sizes = commits.batch_sizes[first_commit:]
+    durations = commits.commit_seconds[first_commit:]
+    return {
+        "packages": len(created),
+        "p50_s": round(statistics.median(latencies), 3),
+        f"p{TAIL_PERCENTILE}_s": round(percentile(latencies, TAIL_PERCENTILE), 3),
+        "mean_s": round(statistics.fmean(latencies), 3),
+        "max_s": round(max(latencies), 3),
+        "commits": len(sizes),
+        "mean_packages_per_commit": round(statistics.fmean(sizes), 2) if sizes else None,
+        "commit_s_median": round(statistics.median(durations), 3) if durations else None,
+        "store_path": settings.store_path,
+    }
+
+
+# ---------------------------------------------------------------------- reference commits
+class SmallCommits:
+    """Times one small Delta commit: an append of one ~5 KB node row to a Delta table with the
+    store's schema (and, as the reference of the update variant, a MERGE of one such row keyed
+    by path)."""
+
+    def __init__(self, spark: Any, work_dir: Path, row_bytes: int) -> None:
+        from delta.tables import DeltaTable
+
+        self.spark = spark
+        self.row_bytes = row_bytes
+        self.append_path = str(work_dir / "small-append")
+        self.merge_path = str(work_dir / "small-merge")
+        for path in (self.append_path, self.merge_path):
+            spark.createDataFrame(self._rows(0), SCHEMA).write.format("delta").partitionBy(
+                "kind"
+            ).save(path)
+        self._table = DeltaTable.forPath(spark, self.merge_path)
+        self.append_s: list[float] = []
+        self.merge_s: list[float] = []
+
+    def _rows(self, i: int) -> list[tuple[Any, ...]]:
+        node = Node(path=f"/content/small/node-{i % 4}")  # merges update, appends add
+        node.properties["text"].string_value = "x" * self.row_bytes
+        return [node_row(node, i, f"small-{i}", PUB_AGENT, int(time.time() * 1000))]
+
+    def measure(self, count: int) -> None:
+        for i in range(count):
+            started = time.perf_counter()
+            self.spark.createDataFrame(self._rows(i), SCHEMA).write.format("delta").mode(
+                "append"
+            ).save(self.append_path)
+            self.append_s.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            source = self.spark.createDataFrame(self._rows(i), SCHEMA)
+            (
+                self._table.alias("t")
+                .merge(source.alias("s"), "t.kind = 'node' AND s.kind = 'node' AND t.path = s.path")
+                .whenMatchedUpdateAll()
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+            self.merge_s.append(time.perf_counter() - started)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "row_bytes": self.row_bytes,
+            "append_s_median": round(statistics.median(self.append_s), 3),
+            "append_s": [round(s, 3) for s in self.append_s],
+            "merge_s_median": round(statistics.median(self.merge_s), 3),
+            "merge_s": [round(s, 3) for s in self.merge_s],
+        }
