@@ -80,6 +80,15 @@ class Request:
     node_specs: list[dict[str, Any]] = field(default_factory=list)
     spill: bool = False
 
+    @property
+    def needs_blob_store(self) -> bool:
+        """Spilled, or carrying a binary above the threshold (put in the blob store)."""
+        return self.spill or any(
+            by_reference
+            for node in self.nodes.values()
+            for _, _, by_reference in node.binaries.values()
+        )
+
     def body(self) -> dict[str, Any]:
         return {
             "action": self.action,
