@@ -525,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         defaults = SubscriberSettings()
         report["scd_settings"] = {
             name: getattr(defaults, name)
-            for name in ("batch_initial", "batch_max", "poll_timeout_s", "purge_every_commits")
+            for name in ("batch_max", "poll_timeout_s", "purge_every_commits")
         }
         report["variants"] = VARIANT_NOTES
         if not args.skip_throughput:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import cProfile
 import statistics
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,8 +169,9 @@ class SmallCommits:
 
         self.spark = spark
         self.row_bytes = row_bytes
-        self.append_path = str(work_dir / "small-append")
-        self.merge_path = str(work_dir / "small-merge")
+        suffix = uuid.uuid4().hex[:8]
+        self.append_path = str(work_dir / f"small-append-{suffix}")
+        self.merge_path = str(work_dir / f"small-merge-{suffix}")
         for path in (self.append_path, self.merge_path):
             spark.createDataFrame(self._rows(0), SCHEMA).write.format("delta").partitionBy(
                 "kind"

@@ -104,7 +104,7 @@ class SubscriberAgent:
         self._requested_clear = -1
         self._stop = threading.Event()
         self._announce_now = threading.Event()
-        self._batch = settings.batch_initial
+        self._batch = settings.batch_max
         self._unstored_skips = 0
         self._commits_since_purge = 0
         self._consumer: Consumer | None = None
@@ -193,11 +193,8 @@ class SubscriberAgent:
             self._idle()
             return 0
         self._import(records)
-        self._batch = (
-            min(self._batch * 2, self.settings.batch_max)
-            if len(records) >= self._batch
-            else max(self.settings.batch_initial, self._batch // 2)
-        )
+        # After a batch was split to isolate a failing package, grow back to batch_max.
+        self._batch = min(self._batch * 2, self.settings.batch_max)
         return len(records)
 
     def _import(self, records: list[Record]) -> None:

@@ -37,6 +37,8 @@ SCHEMA = (
     "offset BIGINT, pkg_id STRING, pub_agent STRING, status STRING, info STRING, "
     "updated_ms BIGINT"
 )
+# Rows of a MERGE source: a table row and what to do with it (upsert or delete).
+MERGE_SOURCE_SCHEMA = SCHEMA + ", op STRING"
 COLUMNS = [
     "kind",
     "path",

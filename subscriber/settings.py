@@ -36,9 +36,9 @@ class SubscriberSettings(ScdSettings):
     retry_max_s: float = Field(default=900.0, gt=0)
     # Discovery announcement period (Sling: 10 s; the publisher's alive TTL is 30 s).
     announce_interval_s: float = Field(default=10.0, gt=0)
-    # Packages per commit when behind. One Delta commit costs ~1 s here whatever its size,
-    # so large batches amortize it; the batch grows from batch_initial while backlog remains.
-    batch_initial: int = Field(default=50, ge=1)
+    # Most packages per commit when behind: a poll takes what the journal has ready, up to
+    # this. A Delta commit has a fixed cost of about half a second here whatever its size, so
+    # large batches amortize it; 2,000 packages of ~5 KB are ~10 MB of rows on the driver.
     batch_max: int = Field(default=2000, ge=1)
     # How long one poll waits for packages: bounds shutdown and command latency when idle.
     poll_timeout_s: float = Field(default=0.5, gt=0)

@@ -31,6 +31,7 @@ from subscriber.rows import (
     KIND_NODE,
     KIND_OFFSET,
     KIND_STATUS,
+    MERGE_SOURCE_SCHEMA,
     SCHEMA,
     StoredNode,
     bookkeeping_row,
@@ -70,6 +71,17 @@ class ContentStore:
         self.location = location
         self.paths: set[str] = set()
         self.state: StoreState | None = None
+        self._types: dict[str, Any] = {}
+
+    def _frame(self, rows: list[tuple[Any, ...]], ddl: str) -> Any:
+        """A DataFrame of rows this module built: the parsed schema is reused and the rows are
+        not re-verified against it (verification costs more than the commit's Python work)."""
+        schema = self._types.get(ddl)
+        if schema is None:
+            from pyspark.sql.types import DataType
+
+            schema = self._types[ddl] = DataType.fromDDL(ddl)
+        return self.spark.createDataFrame(rows, schema, verifySchema=False)
 
     # ------------------------------------------------------------------ lifecycle
     def exists(self) -> bool:
@@ -80,47 +92,35 @@ class ContentStore:
 
     def open(self) -> StoreState:
         """Create the table if needed; load bookkeeping and the node path index."""
-        if not self.exists():
-            self.spark.createDataFrame([], SCHEMA).write.format("delta").partitionBy("kind").mode(
-                "ignore"
-            ).save(self.location)
-            log.info("created content store %s", self.location)
-        table = self.spark.read.format("delta").load(self.location)
-        books = (
-            table.where(f"kind != '{KIND_NODE}'")
-            .select("kind", "path", "offset", "pub_agent", "status", "info")
-            .collect()
-        )
-        self.paths = {
-            r["path"] for r in table.where(f"kind = '{KIND_NODE}'").select("path").collect()
-        }
+        meta_key = f"instance@{self.location}"
+        books: list[Any] = []
+        created = not self.exists()
+        if not created:
+            table = self.spark.read.format("delta").load(self.location)
+            books = (
+                table.where(f"kind != '{KIND_NODE}'")
+                .select("kind", "path", "offset", "pub_agent", "status", "info")
+                .collect()
+            )
+            self.paths = {
+                r["path"] for r in table.where(f"kind = '{KIND_NODE}'").select("path").collect()
+            }
         offsets = [r["offset"] for r in books if r["kind"] == KIND_OFFSET]
         clears = [r["offset"] for r in books if r["kind"] == KIND_CLEAR]
         statuses = sorted(
             (r["offset"], r["pub_agent"], r["status"]) for r in books if r["kind"] == KIND_STATUS
         )
-        meta_key = f"instance@{self.location}"
         instance = next(
             (r["info"] for r in books if r["kind"] == KIND_META and r["path"] == meta_key), None
         )
         if instance is None:
-            # A new table, or a copy at a new location: a new subscriber instance.
+            # A new table, or a copy at a new location: a new subscriber instance. A new table
+            # is created by this first append (one commit, partitioned by kind).
             instance = uuid.uuid4().hex
-            row = (
-                KIND_META,
-                meta_key,
-                None,
-                None,
-                None,
-                None,
-                None,
-                None,
-                None,
-                None,
-                instance,
-                _now_ms(),
-            )
+            row = (KIND_META, meta_key, *([None] * 8), instance, _now_ms())
             self._append([row], user_metadata={"instance": instance})
+            if created:
+                log.info("created content store %s", self.location)
         self.state = StoreState(
             instance_id=instance,
             offset=max(offsets) if offsets else None,
@@ -146,7 +146,7 @@ class ContentStore:
         txn_version: int | None = None,
         user_metadata: dict[str, object] | None = None,
     ) -> None:
-        writer = self.spark.createDataFrame(rows, SCHEMA).write.format("delta").mode("append")
+        writer = self._frame(rows, SCHEMA).write.format("delta").partitionBy("kind").mode("append")
         if txn_version is not None:
             writer = writer.option("txnAppId", TXN_APP_ID).option("txnVersion", txn_version)
         if user_metadata is not None:
@@ -158,7 +158,7 @@ class ContentStore:
     ) -> None:
         from delta.tables import DeltaTable
 
-        source = self.spark.createDataFrame(rows, SCHEMA + ", op STRING")
+        source = self._frame(rows, MERGE_SOURCE_SCHEMA)
         conf = self.spark.conf
         conf.set(_TXN_CONFS[0], TXN_APP_ID)
         conf.set(_TXN_CONFS[1], str(txn_version))

@@ -275,7 +275,7 @@ def test_failing_commit_in_a_batch_is_isolated_without_double_imports(env: Env, 
         env.send(package("bad", ADD, [("/bad", True)], [bad_node])),
         env.send(package("b3", ADD, [("/b3", True)], site("3", "/b3"))),
     ]
-    agent = env.agent(spark, max_retries=0, batch_initial=10)
+    agent = env.agent(spark, max_retries=0, batch_max=10)
     h.drive(agent, lambda: agent.processed_offset == offsets[-1])
     assert agent.store.paths == {"/b0", "/b1", "/b3"}
     assert h.statuses(env.journal, env.js) == {offsets[2]: "REMOVED_FAILED"}
