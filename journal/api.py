@@ -67,9 +67,14 @@ class Position:
 
 
 class Record:
-    """One record read from a topic partition (message info + payload)."""
+    """One record read from a topic partition (message info + payload). Read-only.
 
-    __slots__ = ("headers", "key", "offset", "partition", "timestamp_ms", "topic", "value")
+    The fields are properties so that a backend may return a subclass that reads them from its
+    client's own message object on access instead of copying them up front (KafkaRecord in
+    journal/kafka.py); this class stores them.
+    """
+
+    __slots__ = ("_headers", "_key", "_offset", "_partition", "_timestamp_ms", "_topic", "_value")
 
     def __init__(
         self,
@@ -81,13 +86,42 @@ class Record:
         headers: Mapping[str, str],
         value: bytes,
     ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.timestamp_ms = timestamp_ms
-        self.key = key
-        self.headers = headers
-        self.value = value
+        self._topic = topic
+        self._partition = partition
+        self._offset = offset
+        self._timestamp_ms = timestamp_ms
+        self._key = key
+        self._headers = headers
+        self._value = value
+
+    @property
+    def topic(self) -> str:
+        return self._topic
+
+    @property
+    def partition(self) -> int:
+        return self._partition
+
+    @property
+    def offset(self) -> int:
+        return self._offset
+
+    @property
+    def timestamp_ms(self) -> int:
+        """The record's timestamp in ms since the epoch (when it was sent or appended)."""
+        return self._timestamp_ms
+
+    @property
+    def key(self) -> bytes | None:
+        return self._key
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return self._headers
+
+    @property
+    def value(self) -> bytes:
+        return self._value
 
     def __repr__(self) -> str:
         return (

@@ -112,6 +112,20 @@ class JournalContract:
         assert values(Position.latest(-100), 10)[0] == b"0"  # clamped to earliest
         assert values(Position.at(1000), 0) == []  # clamped to latest: nothing yet
 
+    def test_positions_follow_every_partition(self, journal: Journal, new_topic: NewTopic) -> None:
+        topic = new_topic(partitions=3)
+        for i in range(30):
+            journal.send(topic, f"{i}".encode(), key=f"agent-{i % 5}".encode())
+        ends = {p: journal.latest_offset(topic, p) for p in range(3)}
+        read = 0
+        with journal.consumer(topic, Position.earliest()) as consumer:
+            deadline = time.monotonic() + 30
+            while read < 30 and time.monotonic() < deadline:
+                # Small batches, so the positions move over several polls.
+                read += len(consumer.poll(0.5, max_records=7))
+            assert read == 30
+            assert consumer.positions() == ends
+
     def test_latest_sees_only_new_records(self, journal: Journal, new_topic: NewTopic) -> None:
         topic = new_topic()
         journal.send(topic, b"old")

@@ -1,0 +1,144 @@
+"""KafkaConsumer's records and positions, from scripted consume() batches: no broker needed.
+
+KafkaRecord reads its fields from confluent-kafka's Message on access (journal/kafka.py); these
+tests pin that it shows the same fields a stored Record would, and that poll() moves positions
+and handles error events as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, Message, TopicPartition
+
+from journal import kafka
+from journal.api import Record
+from journal.errors import JournalError
+from journal.kafka import KafkaConsumer, KafkaRecord
+
+TOPIC = "t"
+# A record timestamp (ms since the epoch, November 2023): any value the client passes through.
+STAMP_MS = 1_700_000_000_123
+
+
+def message(partition: int, offset: int, value: bytes | None = b"v", **kwargs: Any) -> Message:
+    return Message(topic=TOPIC, partition=partition, offset=offset, value=value, **kwargs)
+
+
+def error_event(fatal: bool) -> Message:
+    code = KafkaError._FATAL if fatal else KafkaError._TRANSPORT
+    return Message(topic=TOPIC, partition=0, error=KafkaError(code, "staged", fatal=fatal))
+
+
+class ScriptedClient:
+    """Stands in for confluent-kafka's Consumer: consume() returns the next scripted batch."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.batches: list[list[Message]] = []
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        pass
+
+    def consume(self, num_messages: int, timeout: float) -> list[Message]:
+        return self.batches.pop(0) if self.batches else []
+
+    def poll(self, timeout: float) -> Message | None:
+        """The next scripted message on its own (the rest of its batch stays queued)."""
+        if not self.batches:
+            return None
+        batch = self.batches[0]
+        first = batch.pop(0)
+        if not batch:
+            self.batches.pop(0)
+        return first
+
+    def close(self) -> None:
+        pass
+
+
+def scripted_consumer(
+    monkeypatch: pytest.MonkeyPatch, start: dict[int, int], *batches: list[Message]
+) -> KafkaConsumer:
+    monkeypatch.setattr(kafka, "RdConsumer", ScriptedClient)
+    assignment = [TopicPartition(TOPIC, p, o) for p, o in start.items()]
+    consumer = KafkaConsumer(TOPIC, {"bootstrap.servers": "unused:9092"}, assignment)
+    client = consumer._consumer
+    assert isinstance(client, ScriptedClient)
+    client.batches.extend(batches)
+    return consumer
+
+
+def test_record_fields_come_from_the_message() -> None:
+    msg = message(
+        2,
+        41,
+        b"\x00payload",
+        key=b"k",
+        timestamp=(1, STAMP_MS),
+        headers=[("type", b"T"), ("x", "é".encode()), ("empty", None), ("bad", b"\xff")],
+    )
+    record = KafkaRecord(msg)
+    assert isinstance(record, Record)
+    assert (record.topic, record.partition, record.offset) == (TOPIC, 2, 41)
+    assert (record.key, record.value, record.timestamp_ms) == (b"k", b"\x00payload", STAMP_MS)
+    assert record.headers == {"type": "T", "x": "é", "empty": "", "bad": "\ufffd"}
+    assert record.headers is record.headers  # decoded once
+    assert "t-2@41, 8 bytes" in repr(record)
+
+
+def test_record_without_headers_key_or_value() -> None:
+    record = KafkaRecord(message(0, 0, None))
+    assert record.headers == {}
+    assert record.key is None
+    assert record.value == b""  # a tombstone reads as an empty value, as before
+    with pytest.raises(TypeError):
+        record.headers["type"] = "x"  # type: ignore[index]  # the shared empty headers
+
+
+def test_records_are_read_only() -> None:
+    stored = Record(TOPIC, 0, 1, 2, None, {}, b"v")
+    with pytest.raises(AttributeError):
+        stored.value = b"w"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        KafkaRecord(message(0, 1)).value = b"w"  # type: ignore[misc]
+
+
+def test_poll_moves_every_partition_past_its_last_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    consumer = scripted_consumer(
+        monkeypatch,
+        {0: 10, 1: 0, 2: 5},
+        [message(0, 10), message(1, 0), message(0, 11), message(1, 1), message(0, 12)],
+        [message(2, 5)],
+    )
+    first = consumer.poll(0.1)
+    assert [(r.partition, r.offset) for r in first] == [(0, 10), (1, 0), (0, 11), (1, 1), (0, 12)]
+    assert consumer.positions() == {0: 13, 1: 2, 2: 5}
+    assert [(r.partition, r.offset) for r in consumer.poll(0.1)] == [(2, 5)]
+    assert consumer.positions() == {0: 13, 1: 2, 2: 6}
+    assert consumer.poll(0.1) == []
+    assert consumer.positions() == {0: 13, 1: 2, 2: 6}
+
+
+def test_poll_skips_error_events(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    consumer = scripted_consumer(
+        monkeypatch, {0: 0}, [message(0, 0), error_event(fatal=False), message(0, 1, b"w")]
+    )
+    with caplog.at_level(logging.WARNING, logger="journal.kafka"):
+        records = consumer.poll(0.1)
+    assert [(r.offset, r.value) for r in records] == [(0, b"v"), (1, b"w")]
+    assert consumer.positions() == {0: 2}
+    assert "staged" in caplog.text
+
+
+def test_fatal_error_raises_before_positions_move(monkeypatch: pytest.MonkeyPatch) -> None:
+    consumer = scripted_consumer(
+        monkeypatch, {0: 0}, [message(0, 0), error_event(fatal=True), message(0, 1)]
+    )
+    with pytest.raises(JournalError, match="staged"):
+        consumer.poll(0.1)
+    # The batch's records were not handed out: a consumer started here reads them again.
+    assert consumer.positions() == {0: 0}
