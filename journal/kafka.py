@@ -386,9 +386,16 @@ class KafkaConsumer(Consumer):
         self._next = {tp.partition: tp.offset for tp in assignment}
 
     def poll(self, timeout_s: float, max_records: int = 500) -> list[Record]:
-        messages = self._consumer.consume(num_messages=max_records, timeout=timeout_s)
+        # consume() waits until it has max_records or the timeout passed: ask only for what is
+        # queued, and when nothing is, wait for one record and take what came with it.
+        messages = self._consumer.consume(num_messages=max_records, timeout=0)
         if not messages:
-            return []
+            first = self._consumer.poll(timeout_s)
+            if first is None:
+                return []
+            messages = [first]
+            if max_records > 1:
+                messages.extend(self._consumer.consume(num_messages=max_records - 1, timeout=0))
         # Error events (not records) are rare: find them in one pass, handle them apart.
         failed = [msg for msg in messages if msg.error() is not None]
         if failed:

@@ -126,6 +126,22 @@ class JournalContract:
             assert read == 30
             assert consumer.positions() == ends
 
+    def test_poll_waits_for_the_first_record_only(
+        self, journal: Journal, new_topic: NewTopic
+    ) -> None:
+        topic = new_topic()
+        for i in range(3):
+            journal.send(topic, f"{i}".encode())
+        timeout_s = 10.0
+        read: list[bytes] = []
+        started = time.monotonic()
+        with journal.consumer(topic, Position.earliest()) as consumer:
+            while len(read) < 3 and time.monotonic() - started < 3 * timeout_s:
+                read.extend(r.value for r in consumer.poll(timeout_s, max_records=1000))
+        # Asking for far more records than exist must not wait out the timeout.
+        assert read == [b"0", b"1", b"2"]
+        assert time.monotonic() - started < timeout_s
+
     def test_latest_sees_only_new_records(self, journal: Journal, new_topic: NewTopic) -> None:
         topic = new_topic()
         journal.send(topic, b"old")
