@@ -37,8 +37,6 @@ SCHEMA = (
     "offset BIGINT, pkg_id STRING, pub_agent STRING, status STRING, info STRING, "
     "updated_ms BIGINT"
 )
-# Rows of a MERGE source: a table row and what to do with it (upsert or delete).
-MERGE_SOURCE_SCHEMA = SCHEMA + ", op STRING"
 COLUMNS = [
     "kind",
     "path",
@@ -58,6 +56,20 @@ COLUMNS = [
 def bookkeeping_key(offset: int) -> str:
     """Row key of offset/clear/status rows: zero-padded so keys sort like offsets."""
     return f"{offset + 1:020d}"  # +1: the initial "nothing processed" offset is -1
+
+
+def sql_string(text: str) -> str:
+    """A Spark SQL string literal (backslash escapes are on, Spark's default)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def rows_selected(keys: dict[str, set[str]]) -> str:
+    """A predicate selecting the rows of each kind whose path is one of the given keys."""
+    return " OR ".join(
+        f"(kind = {sql_string(kind)} AND path IN ({', '.join(map(sql_string, sorted(paths)))}))"
+        for kind, paths in sorted(keys.items())
+        if paths
+    )
 
 
 def parent_and_name(path: str) -> tuple[str | None, str]:

@@ -2,16 +2,23 @@
 current content tree and the subscriber's bookkeeping, written through Spark.
 
 Exactly once: a batch's content changes, its new processed offset and its pending statuses are
-written by ONE Delta commit, which also records a Delta transaction id (``txnAppId`` /
-``txnVersion`` = offset + 1) so a replayed write of an offset already committed is skipped by
-Delta itself. A crash at any instant leaves the old content with the old offset, or the new
-content with the new offset. The offset lives in the table, so a copy of the table resumes
-where the copy was made.
+written by ONE Delta commit. A crash at any instant leaves the old content with the old
+offset, or the new content with the new offset; a restart reads the offset back from the
+table, so nothing committed is imported again. A commit that fails with an error may still
+have landed (the error came after Delta wrote it): the store then reads the committed offset
+back before anyone retries the batch. The offset lives in the table, so a copy of the table
+resumes where the copy was made.
+
+Commits carry no Delta transaction id (``txnAppId``/``txnVersion``): looking the id up doubled
+the time of a small commit, and the offset row already tells what was committed.
 
 Commits take one of two paths:
-* a batch that only creates nodes (and skips, tests, statuses) is a plain append: one Spark job;
-* a batch that updates or deletes existing nodes is one MERGE keyed by (kind, path); deep
-  deletes were already resolved to exact paths against the in-memory path index.
+* a batch that only creates nodes (and skips, tests, statuses) is a plain append;
+* a batch that updates or deletes existing nodes overwrites with ``replaceWhere``: the rows of
+  the paths it touches (deep deletes were already resolved to exact paths against the
+  in-memory path index) are dropped and the new rows added, in one commit. Unlike a MERGE
+  there is no join of the batch with the table: Delta selects the files holding a touched
+  path, rewrites those, and adds the batch's file.
 """
 
 from __future__ import annotations
@@ -25,28 +32,24 @@ from typing import Any
 
 from subscriber.changes import ChangeSet, status_name
 from subscriber.rows import (
-    COLUMNS,
     KIND_CLEAR,
     KIND_META,
     KIND_NODE,
     KIND_OFFSET,
     KIND_STATUS,
-    MERGE_SOURCE_SCHEMA,
     SCHEMA,
     StoredNode,
     bookkeeping_row,
     node_row,
+    rows_selected,
 )
 
 log = logging.getLogger(__name__)
 
-# Delta transaction application id under which import commits record their offset.
-TXN_APP_ID = "scd.subscriber.import"
-_TXN_CONFS = (
-    "spark.databricks.delta.write.txnAppId",
-    "spark.databricks.delta.write.txnVersion",
-    "spark.databricks.delta.commitInfo.userMetadata",
-)
+# Below this many rows a commit is written by one task: one file per partition it touches
+# instead of one per core, and no task to schedule for an empty slice. Large batches keep the
+# parallel write.
+SINGLE_TASK_ROWS = 1000
 
 
 @dataclass
@@ -143,42 +146,22 @@ class ContentStore:
         self,
         rows: list[tuple[Any, ...]],
         *,
-        txn_version: int | None = None,
         user_metadata: dict[str, object] | None = None,
+        replace_where: str | None = None,
     ) -> None:
-        writer = self._frame(rows, SCHEMA).write.format("delta").partitionBy("kind").mode("append")
-        if txn_version is not None:
-            writer = writer.option("txnAppId", TXN_APP_ID).option("txnVersion", txn_version)
+        """Write rows in one commit: appended, or replacing the rows ``replace_where`` selects
+        (which must also select every written row; Delta checks it)."""
+        frame = self._frame(rows, SCHEMA)
+        if len(rows) < SINGLE_TASK_ROWS:
+            frame = frame.coalesce(1)
+        writer = frame.write.format("delta").partitionBy("kind")
+        if replace_where is None:
+            writer = writer.mode("append")
+        else:
+            writer = writer.mode("overwrite").option("replaceWhere", replace_where)
         if user_metadata is not None:
             writer = writer.option("userMetadata", json.dumps(user_metadata))
         writer.save(self.location)
-
-    def _merge(
-        self, rows: list[tuple[Any, ...]], *, txn_version: int, user_metadata: dict[str, object]
-    ) -> None:
-        from delta.tables import DeltaTable
-
-        source = self._frame(rows, MERGE_SOURCE_SCHEMA)
-        conf = self.spark.conf
-        conf.set(_TXN_CONFS[0], TXN_APP_ID)
-        conf.set(_TXN_CONFS[1], str(txn_version))
-        conf.set(_TXN_CONFS[2], json.dumps(user_metadata))
-        try:
-            (
-                DeltaTable.forPath(self.spark, self.location)
-                .alias("t")
-                .merge(
-                    source.alias("s"),
-                    f"t.kind = '{KIND_NODE}' AND s.kind = '{KIND_NODE}' AND t.path = s.path",
-                )
-                .whenMatchedDelete("s.op = 'delete'")
-                .whenMatchedUpdate(set={c: f"s.`{c}`" for c in COLUMNS})
-                .whenNotMatchedInsert("s.op != 'delete'", values={c: f"s.`{c}`" for c in COLUMNS})
-                .execute()
-            )
-        finally:
-            for name in _TXN_CONFS:
-                conf.unset(name)
 
     def commit(self, changes: ChangeSet) -> None:
         """Apply a batch: content, offset and statuses in one Delta commit."""
@@ -189,54 +172,57 @@ class ContentStore:
             node_row(node, *changes.node_offsets[path], last.pub_agent, now)
             for path, node in changes.upserts.items()
         ]
-        rows.append(
+        statuses = [(off, agent, status_name(st)) for off, agent, st in changes.statuses]
+        books = [
             bookkeeping_row(
                 KIND_OFFSET, last.offset, now, pub_agent=last.pub_agent, pkg_id=last.pkg_id
-            )
-        )
-        statuses = [(off, agent, status_name(st)) for off, agent, st in changes.statuses]
-        rows.extend(
-            bookkeeping_row(KIND_STATUS, off, now, pub_agent=agent, status=st)
-            for off, agent, st in statuses
-        )
+            ),
+            *(
+                bookkeeping_row(KIND_STATUS, off, now, pub_agent=agent, status=st)
+                for off, agent, st in statuses
+            ),
+        ]
         meta = changes.summary()
-        if changes.inserts_only:
-            self._append(rows, txn_version=last.offset + 1, user_metadata=meta)
-        else:
-            deletes = [
-                (
-                    KIND_NODE,
-                    path,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    now,
-                    "delete",
-                )
-                for path in changes.deletes
-            ]
-            self._merge(
-                [*((*r, "upsert") for r in rows), *deletes],
-                txn_version=last.offset + 1,
-                user_metadata=meta,
+        replace_where = None
+        if not changes.inserts_only:
+            # Updated and deleted nodes are replaced in the same commit: Delta drops the rows
+            # the predicate selects (rewriting only the files holding one) and adds ours.
+            keys: dict[str, set[str]] = {KIND_NODE: {*changes.upserts, *changes.deletes}}
+            for kind, key, *_ in books:
+                keys.setdefault(kind, set()).add(key)
+            replace_where = rows_selected(keys)
+        try:
+            self._append([*rows, *books], user_metadata=meta, replace_where=replace_where)
+        except Exception:
+            if self.committed_offset() != last.offset:
+                raise
+            log.warning(
+                "commit of offsets %d..%d reported an error but is in the table",
+                changes.first_offset,
+                last.offset,
+                exc_info=True,
             )
         self.paths.difference_update(changes.deletes)
         self.paths.update(changes.upserts)
         self.state.offset = last.offset
         self.state.pending_statuses.extend(statuses)
 
+    def committed_offset(self) -> int | None:
+        """The processed offset in the table (None before the first one)."""
+        row = (
+            self.spark.read.format("delta")
+            .load(self.location)
+            .where(f"kind = '{KIND_OFFSET}'")
+            .agg({"offset": "max"})
+            .first()
+        )
+        return None if row is None else row[0]
+
     def record_offset(self, offset: int, reason: str) -> None:
         """Commit a processed offset with no content change (start position, skips)."""
         assert self.state is not None, "open() the store first"
         self._append(
             [bookkeeping_row(KIND_OFFSET, offset, _now_ms(), info=reason)],
-            txn_version=offset + 1,
             user_metadata={"offsets": [offset, offset], "reason": reason},
         )
         self.state.offset = offset

@@ -40,23 +40,18 @@ def install_broken_commit() -> None:
     original = ContentStore.commit
 
     def broken_commit(self: ContentStore, changes: ChangeSet) -> None:
-        append, merge = self._append, self._merge
+        append = self._append
         held: list[tuple[Any, ...]] = []
 
         def append_content(rows: list[tuple[Any, ...]], **kw: Any) -> None:
             held.extend(r for r in rows if r[0] == KIND_OFFSET)
             append([r for r in rows if r[0] != KIND_OFFSET], **kw)
 
-        def merge_content(rows: list[tuple[Any, ...]], **kw: Any) -> None:
-            held.extend(r[:-1] for r in rows if r[0] == KIND_OFFSET)  # drop the op column
-            merge([r for r in rows if r[0] != KIND_OFFSET], **kw)
-
         self._append = append_content  # type: ignore[method-assign]
-        self._merge = merge_content  # type: ignore[method-assign]
         try:
             original(self, changes)
         finally:
-            del self._append, self._merge
+            del self._append
         log.info(CONTENT_COMMITTED, changes.first_offset, changes.last_offset)
         time.sleep(BROKEN_GAP_S)
         self._append(held, user_metadata={"offset_row": changes.last_offset})

@@ -73,10 +73,7 @@ KILL_AFTER_COMMIT_S = (0.0, 3.0)
 STARTUP_KILL_SHARE = 0.1
 STARTUP_KILL_S = (2.0, 25.0)
 # Broken mode: the pause between its two commits is 1.5 s (crash_child.BROKEN_GAP_S); kill
-# well inside it, in the 2nd or 3rd batch of a run (10 or 20 packages). Not in the 1st: a
-# restart re-reads it as a batch of the same 5 packages, whose content commit Delta's
-# idempotent-write id (txnVersion = last offset + 1) skips whole, hiding the replay; a larger
-# batch is re-read in batches of 5, 10, ... and the one straddling its end commits again.
+# well inside it, in the 2nd or 3rd batch of a run, once the subscriber is importing.
 BROKEN_KILL_S = (0.0, 0.8)
 # A run whose log does not grow for this long is stuck (Spark start and store open take
 # 40-100 s on a loaded 2-core machine).

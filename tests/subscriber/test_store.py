@@ -46,7 +46,8 @@ def test_commits_reopen_and_history(spark: Any, tmp_path: Path) -> None:
 
     history = [h for h in again.history() if h["metadata"] and "offsets" in h["metadata"]]
     assert [h["metadata"]["offsets"] for h in history] == [[0, 0], [1, 2]]
-    assert [h["operation"] for h in history] == ["WRITE", "MERGE"]
+    # An append, then a write replacing the rows of the updated and deleted paths.
+    assert [h["operation"] for h in history] == ["WRITE", "WRITE"]
 
     again.forget_statuses(1)
     assert ContentStore(spark, location).open().pending_statuses == []
@@ -70,3 +71,66 @@ def test_clear_offset_only_grows(spark: Any, tmp_path: Path) -> None:
     assert store.record_clear(5) == 5
     assert store.record_clear(3) == 5
     assert ContentStore(spark, str(tmp_path / "s")).open().clear_offset == 5
+
+
+# Paths the replacing commit must quote exactly: SQL quotes and escapes, wildcards, a newline,
+# non-ASCII text, and a prefix of another path.
+AWKWARD_PATHS = [
+    "/q/it's",
+    "/q/back\\slash",
+    "/q/back\\",
+    "/q/100%_off",
+    "/q/line\nbreak",
+    "/q/ünïcødé ✓",
+    "/q/x') OR ('1' = '1",
+    "/q/a",
+    "/q/ab",
+]
+
+
+def test_updates_and_deletes_of_awkward_paths_touch_only_those_nodes(
+    spark: Any, tmp_path: Path
+) -> None:
+    store = ContentStore(spark, str(tmp_path / "awkward"))
+    store.open()
+    store.commit(
+        new_change_set(store.paths, [add(0, "/q", *(node(p, v="old") for p in AWKWARD_PATHS))])
+    )
+    updated, deleted = AWKWARD_PATHS[0::2], AWKWARD_PATHS[1::2]
+    store.commit(
+        new_change_set(
+            store.paths,
+            [
+                add(1, updated[0], node(updated[0], v="new"), deep=False),
+                *(add(2 + i, p, node(p, v="new"), deep=False) for i, p in enumerate(updated[1:])),
+                *(delete(10 + i, p, deep=False) for i, p in enumerate(deleted)),
+            ],
+        )
+    )
+    nodes = {n.path: n.properties["v"][2] for n in ContentStore(spark, store.location).nodes("/q")}
+    assert nodes == {p: ["new"] for p in updated}
+
+
+def test_a_commit_that_errs_after_landing_counts_as_committed(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The error came after Delta wrote the commit: the batch is in, not to be imported again;
+    an error before the write still fails the commit."""
+    store = ContentStore(spark, str(tmp_path / "errs"))
+    store.open()
+    write = store._append
+
+    def lands_then_fails(*args: Any, **kwargs: Any) -> None:
+        write(*args, **kwargs)
+        raise RuntimeError("connection reset after the commit")
+
+    def fails(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("connection refused")
+
+    monkeypatch.setattr(store, "_append", lands_then_fails)
+    store.commit(new_change_set(store.paths, [add(0, "/e", node("/e", v="1"))]))
+    assert store.state is not None and store.state.offset == 0 and store.paths == {"/e"}
+    monkeypatch.setattr(store, "_append", fails)
+    with pytest.raises(RuntimeError, match="refused"):
+        store.commit(new_change_set(store.paths, [add(1, "/f", node("/f", v="1"))]))
+    assert store.committed_offset() == 0 and store.paths == {"/e"}
