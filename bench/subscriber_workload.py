@@ -7,7 +7,7 @@ properties (string, long, double, bool, date, multi-value, binary). Random text 
 zlib-compressed package near the target size. Three kinds of package:
 
 * ``add``: a page that does not exist yet (new paths: the store's append path);
-* ``update``: an ADD of an existing page with new property values (the MERGE path);
+* ``update``: an ADD of an existing page with new property values (the store's replacing path);
 * ``delete``: a DELETE of an existing page's four nodes.
 
 Shallow roots make every package a set of node upserts or node deletes keyed by path, which is
