@@ -62,9 +62,8 @@ T = TypeVar("T")
 CHILD = Path(__file__).with_name("crash_child.py")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SEED = 20_251_103
-# Small batches (5 doubling to 40) so that a kill a few seconds after a restart lands in the
-# middle of the stream, inside or between Delta commits, never after the end.
-BATCH_INITIAL = 5
+# Small batches (at most 40 packages) so that a kill a few seconds after a restart lands in
+# the middle of the stream, inside or between Delta commits, never after the end.
 BATCH_MAX = 40
 # Kill moments: a random delay after the first "committed offsets" line of a run (the import
 # of the next batch is then under way, the subscriber being behind), or now and then at a
@@ -197,7 +196,6 @@ def child_env(env: Env, store: Path, *, broken: bool, batch_max: int) -> dict[st
         "PUB_AGENTS": h.PUB,
         "STORE_PATH": str(store),
         "RESET": "earliest",
-        "BATCH_INITIAL": str(BATCH_INITIAL),
         "BATCH_MAX": str(batch_max),
         "POLL_TIMEOUT_S": "0.2",
         # Block on a failing package (Sling's default): a failure shows, it is never skipped.
