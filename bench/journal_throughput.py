@@ -25,7 +25,6 @@ import os
 import platform
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,12 +38,11 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import KafkaError, Message, Producer, TopicPartition
+from kafka_broker import resolve_bootstrap
 
 from journal.api import RECORD_OVERHEAD_BYTES, Journal, Position, TopicSpec
 from journal.kafka import ACK_POLL_S, PRODUCER_LINGER_MS, KafkaJournal
 from journal.sqlite import SqliteJournal
-
-REPO_DIR = Path(__file__).resolve().parent.parent
 
 # Records per throughput run: 20,000 x 5 KB = 100 MB, enough for a run to last about a second
 # on Kafka so that client start-up and the last linger/flush are a small share of it.
@@ -73,8 +71,6 @@ ADMIN_TIMEOUT_S = 10.0
 WARMUP_RECORDS = 1
 # Pause between metadata queries while a new topic's leader is being elected.
 LEADER_POLL_S = 0.05
-# Client port of deploy/kafka.sh when SCD_KAFKA_PORT is not set (deploy/common.sh).
-NATIVE_KAFKA_DEFAULT_PORT = 19092
 # Bytes per MB in the reported rates (decimal megabytes, as network rates are quoted).
 BYTES_PER_MB = 1_000_000
 # Microseconds per second, for the CPU cost per record.
@@ -469,20 +465,6 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def resolve_bootstrap(flag: str | None) -> str:
-    """--bootstrap, else SCD_TEST_KAFKA_BOOTSTRAP, else the native broker of deploy/kafka.sh."""
-    bootstrap = flag or os.environ.get("SCD_TEST_KAFKA_BOOTSTRAP")
-    if bootstrap:
-        return bootstrap
-    log("no --bootstrap nor SCD_TEST_KAFKA_BOOTSTRAP: starting deploy/kafka.sh (idempotent)")
-    # The script's output goes to our stderr, keeping stdout for the JSON document.
-    subprocess.run(
-        ["bash", str(REPO_DIR / "deploy" / "kafka.sh"), "start"], check=True, stdout=sys.stderr
-    )
-    port = os.environ.get("SCD_KAFKA_PORT", str(NATIVE_KAFKA_DEFAULT_PORT))
-    return f"127.0.0.1:{port}"
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Journal API send/poll throughput next to bare confluent-kafka (JSON)."
@@ -529,7 +511,7 @@ def rotated(names: list[str], round_no: int) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     use_kafka = "kafka" in args.backends
-    bootstrap = resolve_bootstrap(args.bootstrap) if use_kafka else None
+    bootstrap = resolve_bootstrap(args.bootstrap, log) if use_kafka else None
     machine = machine_info()
 
     throughput: dict[str, ThroughputRun] = {}

@@ -44,6 +44,7 @@ import confluent_kafka
 import subscriber_baseline as baseline
 import subscriber_latency as latency
 import subscriber_workload as workload
+from kafka_broker import resolve_bootstrap
 
 from journal.api import Journal
 from journal.kafka import KafkaJournal
@@ -71,8 +72,6 @@ THROUGHPUT_TARGET = 1.5
 LATENCY_TARGET = 1.3
 # A throughput run that processes nothing for this long has failed: stop instead of hanging.
 STALL_TIMEOUT_S = 300.0
-# Client port of deploy/kafka.sh when SCD_KAFKA_PORT is not set (deploy/common.sh).
-NATIVE_KAFKA_DEFAULT_PORT = 19092
 # Profile rows kept in the JSON (sorted by cumulative and by own time).
 PROFILE_ROWS = 25
 # Spark session: what subscriber/spark.py gives a subscriber with default settings (local[2],
@@ -101,19 +100,6 @@ def log(message: str) -> None:
 
 
 # ---------------------------------------------------------------------- environment
-def resolve_bootstrap(flag: str | None) -> str:
-    """--bootstrap, else SCD_TEST_KAFKA_BOOTSTRAP, else the native broker of deploy/kafka.sh."""
-    bootstrap = flag or os.environ.get("SCD_TEST_KAFKA_BOOTSTRAP")
-    if bootstrap:
-        return bootstrap
-    log("no --bootstrap nor SCD_TEST_KAFKA_BOOTSTRAP: starting deploy/kafka.sh (idempotent)")
-    subprocess.run(
-        ["bash", str(REPO_DIR / "deploy" / "kafka.sh"), "start"], check=True, stdout=sys.stderr
-    )
-    port = os.environ.get("SCD_KAFKA_PORT", str(NATIVE_KAFKA_DEFAULT_PORT))
-    return f"127.0.0.1:{port}"
-
-
 def spark_jars() -> list[str]:
     """Delta and Spark's Kafka source, fetched by deploy/spark-jars.sh (instant once fetched)."""
     out = subprocess.run(
@@ -207,7 +193,7 @@ class Env:
 def environment(args: argparse.Namespace) -> Iterator[Env]:
     from pyspark.sql import SparkSession
 
-    bootstrap = resolve_bootstrap(args.bootstrap)
+    bootstrap = resolve_bootstrap(args.bootstrap, log)
     jars = spark_jars()
     work_dir = Path(tempfile.mkdtemp(prefix="scd-bench-sub-", dir=args.work_dir))
     probe = SubscriberSettings(spark_master=SPARK_MASTER, spark_jars=jars)

@@ -121,7 +121,7 @@ class ContentStore:
             # is created by this first append (one commit, partitioned by kind).
             instance = uuid.uuid4().hex
             row = (KIND_META, meta_key, *([None] * 8), instance, _now_ms())
-            self._append([row], user_metadata={"instance": instance})
+            self._write([row], user_metadata={"instance": instance})
             if created:
                 log.info("created content store %s", self.location)
         self.state = StoreState(
@@ -142,7 +142,7 @@ class ContentStore:
         return self.state
 
     # ------------------------------------------------------------------ writes
-    def _append(
+    def _write(
         self,
         rows: list[tuple[Any, ...]],
         *,
@@ -192,7 +192,7 @@ class ContentStore:
                 keys.setdefault(kind, set()).add(key)
             replace_where = rows_selected(keys)
         try:
-            self._append([*rows, *books], user_metadata=meta, replace_where=replace_where)
+            self._write([*rows, *books], user_metadata=meta, replace_where=replace_where)
         except Exception:
             if self.committed_offset() != last.offset:
                 raise
@@ -221,7 +221,7 @@ class ContentStore:
     def record_offset(self, offset: int, reason: str) -> None:
         """Commit a processed offset with no content change (start position, skips)."""
         assert self.state is not None, "open() the store first"
-        self._append(
+        self._write(
             [bookkeeping_row(KIND_OFFSET, offset, _now_ms(), info=reason)],
             user_metadata={"offsets": [offset, offset], "reason": reason},
         )
@@ -231,7 +231,7 @@ class ContentStore:
         """Persist clear offset = max(old, new); returns the clear offset in force."""
         assert self.state is not None, "open() the store first"
         if offset > self.state.clear_offset:
-            self._append(
+            self._write(
                 [bookkeeping_row(KIND_CLEAR, offset, _now_ms())], user_metadata={"clear": offset}
             )
             self.state.clear_offset = offset

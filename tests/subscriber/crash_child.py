@@ -40,21 +40,21 @@ def install_broken_commit() -> None:
     original = ContentStore.commit
 
     def broken_commit(self: ContentStore, changes: ChangeSet) -> None:
-        append = self._append
+        write = self._write
         held: list[tuple[Any, ...]] = []
 
-        def append_content(rows: list[tuple[Any, ...]], **kw: Any) -> None:
+        def write_content(rows: list[tuple[Any, ...]], **kw: Any) -> None:
             held.extend(r for r in rows if r[0] == KIND_OFFSET)
-            append([r for r in rows if r[0] != KIND_OFFSET], **kw)
+            write([r for r in rows if r[0] != KIND_OFFSET], **kw)
 
-        self._append = append_content  # type: ignore[method-assign]
+        self._write = write_content  # type: ignore[method-assign]
         try:
             original(self, changes)
         finally:
-            del self._append
+            del self._write
         log.info(CONTENT_COMMITTED, changes.first_offset, changes.last_offset)
         time.sleep(BROKEN_GAP_S)
-        self._append(held, user_metadata={"offset_row": changes.last_offset})
+        self._write(held, user_metadata={"offset_row": changes.last_offset})
         log.info(OFFSET_COMMITTED, changes.last_offset)
 
     ContentStore.commit = broken_commit  # type: ignore[method-assign]

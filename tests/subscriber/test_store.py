@@ -118,7 +118,7 @@ def test_a_commit_that_errs_after_landing_counts_as_committed(
     an error before the write still fails the commit."""
     store = ContentStore(spark, str(tmp_path / "errs"))
     store.open()
-    write = store._append
+    write = store._write
 
     def lands_then_fails(*args: Any, **kwargs: Any) -> None:
         write(*args, **kwargs)
@@ -127,10 +127,10 @@ def test_a_commit_that_errs_after_landing_counts_as_committed(
     def fails(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("connection refused")
 
-    monkeypatch.setattr(store, "_append", lands_then_fails)
+    monkeypatch.setattr(store, "_write", lands_then_fails)
     store.commit(new_change_set(store.paths, [add(0, "/e", node("/e", v="1"))]))
     assert store.state is not None and store.state.offset == 0 and store.paths == {"/e"}
-    monkeypatch.setattr(store, "_append", fails)
+    monkeypatch.setattr(store, "_write", fails)
     with pytest.raises(RuntimeError, match="refused"):
         store.commit(new_change_set(store.paths, [add(1, "/f", node("/f", v="1"))]))
     assert store.committed_offset() == 0 and store.paths == {"/e"}
