@@ -59,6 +59,15 @@ ACK_POLL_S = 0.05
 # The headers of every record that has none: one shared read-only mapping instead of a new
 # empty dict per record.
 NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+# A consumer that has received nothing for this long asks the broker whether records wait
+# beyond its positions; if they do, its librdkafka client is replaced. librdkafka's assign()
+# consumers can stop fetching for good after a broker restart without reporting any error
+# (librdkafka issue 5153). 30 s is far above a healthy fetch round trip (fetch.wait.max.ms is
+# 500 ms) and bounds such a stall to well under a minute.
+STALL_CHECK_S = 30.0
+# How long the stall check waits for the broker's offsets: short, as it runs inside poll();
+# a broker that does not answer in time is simply checked again later.
+STALL_QUERY_TIMEOUT_S = 2.0
 
 
 class KafkaJournal(Journal):
@@ -69,10 +78,15 @@ class KafkaJournal(Journal):
         max_message_bytes: int = 1024 * 1024,
         send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        stall_check_s: float = STALL_CHECK_S,
         client_config: Mapping[str, str] | None = None,
     ) -> None:
-        """``client_config``: extra librdkafka settings (security: SASL, TLS) for every client."""
+        """``client_config``: extra librdkafka settings (security: SASL, TLS) for every client.
+
+        ``stall_check_s``: quiet time after which a consumer checks that it is not stalled.
+        """
         self.bootstrap_servers = bootstrap_servers
+        self.stall_check_s = stall_check_s
         self.default_max_message_bytes = max_message_bytes
         self.send_timeout_s = send_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -289,7 +303,7 @@ class KafkaJournal(Journal):
         for p in parts:
             low, high = self._watermarks(topic, p)
             assignment.append(TopicPartition(topic, p, position.resolve(low, high)))
-        return KafkaConsumer(topic, _consumer_config(self._common), assignment)
+        return KafkaConsumer(topic, _consumer_config(self._common), assignment, self.stall_check_s)
 
     def close(self) -> None:
         if self._producer is not None:
@@ -378,12 +392,23 @@ def decode_headers(raw: Sequence[tuple[str, bytes | None]] | None) -> Mapping[st
 
 
 class KafkaConsumer(Consumer):
-    def __init__(self, topic: str, config: dict[str, Any], assignment: list[TopicPartition]):
+    def __init__(
+        self,
+        topic: str,
+        config: dict[str, Any],
+        assignment: list[TopicPartition],
+        stall_check_s: float,
+    ):
         self.topic = topic
         self._where = f"Kafka at {config.get('bootstrap.servers')}"
+        self._config = config
         self._consumer = RdConsumer(config)
         self._consumer.assign(assignment)
         self._next = {tp.partition: tp.offset for tp in assignment}
+        self._stall_check_s = stall_check_s
+        self._quiet_since = time.monotonic()
+        #: How many times a stalled librdkafka client was replaced (observable by tests).
+        self.restarts = 0
 
     def poll(self, timeout_s: float, max_records: int = 500) -> list[Record]:
         # consume() waits until it has max_records or the timeout passed: ask only for what is
@@ -392,6 +417,8 @@ class KafkaConsumer(Consumer):
         if not messages:
             first = self._consumer.poll(timeout_s)
             if first is None:
+                if time.monotonic() - self._quiet_since >= self._stall_check_s:
+                    self._check_stall()
                 return []
             messages = [first]
             if max_records > 1:
@@ -408,7 +435,36 @@ class KafkaConsumer(Consumer):
                 log.warning("consumer of %s: %s", self.topic, err)
             messages = [msg for msg in messages if msg.error() is None]
         self._advance(messages)
+        self._quiet_since = time.monotonic()
         return list(map(KafkaRecord, messages))
+
+    def _check_stall(self) -> None:
+        """Replace the librdkafka client if records wait beyond positions it does not fetch."""
+        self._quiet_since = time.monotonic()
+        waiting = {}
+        for partition, position in self._next.items():
+            try:
+                _, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, partition), timeout=STALL_QUERY_TIMEOUT_S
+                )
+            except KafkaException:
+                return  # the broker does not answer: nothing to decide yet
+            if high > position:
+                waiting[partition] = high - position
+        if not waiting:
+            return
+        log.warning(
+            "consumer of %s received nothing for %.0f s though records wait (per partition: %s);"
+            " restarting its Kafka client at positions %s",
+            self.topic,
+            self._stall_check_s,
+            waiting,
+            self._next,
+        )
+        self._consumer.close()
+        self._consumer = RdConsumer(self._config)
+        self._consumer.assign([TopicPartition(self.topic, p, o) for p, o in self._next.items()])
+        self.restarts += 1
 
     def _advance(self, messages: list[Message]) -> None:
         """Move each partition's position past its last record in ``messages``.

@@ -7,10 +7,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from journal.api import Journal, Position, TopicSpec
 from journal.errors import JournalUnavailable
-from journal.kafka import KafkaJournal
+from journal.kafka import KafkaConsumer, KafkaJournal
 from tests.contract.journal_contract import (
     GarbageOnEveryTopic,
     JournalContract,
@@ -87,3 +88,37 @@ def test_broker_stop_fails_sends_in_time_and_loses_nothing_acknowledged(
     found = {r.offset: r.value for r in records}
     for off, value in acked.items():
         assert found.get(off) == value, f"acknowledged record at offset {off} lost"
+
+
+def _poll_until(consumer: KafkaConsumer, count: int, within_s: float) -> list[bytes]:
+    values: list[bytes] = []
+    deadline = time.monotonic() + within_s
+    while len(values) < count and time.monotonic() < deadline:
+        values.extend(r.value for r in consumer.poll(0.2))
+    return values
+
+
+def test_a_consumer_that_stops_fetching_is_restarted_at_its_positions(
+    kafka_service: KafkaService, unique_name: str
+) -> None:
+    topic = f"{unique_name}-stall"
+    with KafkaJournal(kafka_service.bootstrap, stall_check_s=1.0) as journal:
+        journal.create_topics([TopicSpec(topic)])
+        journal.send(topic, b"r0")
+        consumer = journal.consumer(topic, Position.earliest())
+        assert isinstance(consumer, KafkaConsumer)
+        with consumer:
+            assert _poll_until(consumer, 1, 10) == [b"r0"]
+            # A fetcher that silently stops, as librdkafka's can after a broker restart.
+            consumer._consumer.pause([TopicPartition(topic, 0)])
+            journal.send(topic, b"r1")
+            journal.send(topic, b"r2")
+            started = time.monotonic()
+            rest = _poll_until(consumer, 2, 20)
+            assert rest == [b"r1", b"r2"], "the stalled consumer never delivered the records"
+            assert consumer.restarts == 1
+            assert time.monotonic() - started < 10
+            assert consumer.positions() == {0: journal.latest_offset(topic)}
+            # Caught up: quiet polls past the check interval restart nothing.
+            assert _poll_until(consumer, 1, 2.5) == []
+            assert consumer.restarts == 1

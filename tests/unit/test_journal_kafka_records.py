@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 from journal import kafka
 from journal.api import Record
 from journal.errors import JournalError
-from journal.kafka import KafkaConsumer, KafkaRecord
+from journal.kafka import STALL_CHECK_S, KafkaConsumer, KafkaRecord
 
 TOPIC = "t"
 # A record timestamp (ms since the epoch, November 2023): any value the client passes through.
@@ -63,7 +63,7 @@ def scripted_consumer(
 ) -> KafkaConsumer:
     monkeypatch.setattr(kafka, "RdConsumer", ScriptedClient)
     assignment = [TopicPartition(TOPIC, p, o) for p, o in start.items()]
-    consumer = KafkaConsumer(TOPIC, {"bootstrap.servers": "unused:9092"}, assignment)
+    consumer = KafkaConsumer(TOPIC, {"bootstrap.servers": "unused:9092"}, assignment, STALL_CHECK_S)
     client = consumer._consumer
     assert isinstance(client, ScriptedClient)
     client.batches.extend(batches)
