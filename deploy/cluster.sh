@@ -230,7 +230,7 @@ group_alive() {
 # stop NAME TIMEOUT_S: SIGTERM to the daemon, SIGKILL to its whole process group after
 # TIMEOUT_S, then whatever of the group outlives it.
 stop() {
-    local name="$1" timeout_s="$2" pidfile pid waited=0
+    local name="$1" timeout_s="$2" pidfile pid
     pidfile="$(pidfile "$name")"
     if ! running "$name"; then
         rm -f "$pidfile"
@@ -238,29 +238,15 @@ stop() {
     fi
     pid="$(<"$pidfile")"
     kill -TERM "$pid" 2>/dev/null || true
-    # Poll 5 times a second so that a quick shutdown returns quickly.
-    while scd_proc_alive "$pid" && ((waited < timeout_s * 5)); do
-        sleep 0.2
-        waited=$((waited + 1))
-    done
-    if scd_proc_alive "$pid"; then
+    if ! scd_wait_while "$timeout_s" scd_proc_alive "$pid"; then
         scd_log "$name (pid $pid) did not exit within ${timeout_s}s of SIGTERM; sending SIGKILL"
         kill -KILL -- "-$pid" 2>/dev/null || true
     fi
-    waited=0
-    while group_alive "$pid" && ((waited < CHILDREN_EXIT_TIMEOUT_S * 5)); do
-        sleep 0.2
-        waited=$((waited + 1))
-    done
-    if group_alive "$pid"; then
+    if ! scd_wait_while "$CHILDREN_EXIT_TIMEOUT_S" group_alive "$pid"; then
         scd_log "$name: killing what is left of its process group"
         kill -KILL -- "-$pid" 2>/dev/null || true
-        # SIGKILL cannot be ignored: the group is gone within moments; poll for up to 5 s.
-        waited=0
-        while group_alive "$pid" && ((waited < 50)); do
-            sleep 0.1
-            waited=$((waited + 1))
-        done
+        # SIGKILL cannot be ignored: the group is gone within moments.
+        scd_wait_while 5 group_alive "$pid" || true
     fi
     rm -f "$pidfile"
     scd_log "$name stopped"

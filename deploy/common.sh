@@ -48,7 +48,7 @@ scd_port_busy() {
 
 # scd_stop_pid PIDFILE PATTERN NAME TIMEOUT_S: SIGTERM, wait up to TIMEOUT_S, then SIGKILL.
 scd_stop_pid() {
-    local pidfile="$1" pattern="$2" name="$3" timeout_s="$4" pid waited=0
+    local pidfile="$1" pattern="$2" name="$3" timeout_s="$4" pid
     if ! scd_pid_alive "$pidfile" "$pattern"; then
         rm -f "$pidfile"
         scd_log "$name is not running"
@@ -56,19 +56,26 @@ scd_stop_pid() {
     fi
     pid="$(<"$pidfile")"
     kill -TERM "$pid" 2>/dev/null || true
-    # Poll every 0.2 s (5 ticks per second) so a quick shutdown returns quickly.
-    while scd_proc_alive "$pid" && ((waited < timeout_s * 5)); do
-        sleep 0.2
-        waited=$((waited + 1))
-    done
-    if scd_proc_alive "$pid"; then
+    if ! scd_wait_while "$timeout_s" scd_proc_alive "$pid"; then
         scd_log "$name (pid $pid) did not exit within ${timeout_s}s of SIGTERM; sending SIGKILL"
         kill -KILL "$pid" 2>/dev/null || true
-        # SIGKILL cannot be ignored: the process is gone within moments, poll briefly.
-        while scd_proc_alive "$pid"; do sleep 0.1; done
+        # SIGKILL cannot be ignored: the process is gone within moments.
+        scd_wait_while 5 scd_proc_alive "$pid" || true
     fi
     rm -f "$pidfile"
     scd_log "$name stopped"
+}
+
+# scd_wait_while SECONDS COMMAND [ARGS...]: runs COMMAND every 0.2 s (so that a quick change
+# is seen quickly) while it succeeds, for at most SECONDS (whole); fails if it still does then.
+scd_wait_while() {
+    local ticks=$(($1 * 5)) waited=0
+    shift
+    while "$@"; do
+        ((waited >= ticks)) && return 1
+        sleep 0.2
+        waited=$((waited + 1))
+    done
 }
 
 # scd_lock NAME: holds an exclusive lock on fd 9 until the script exits, so that concurrent
@@ -92,6 +99,33 @@ scd_tail_log() {
     fi
 }
 
+# scd_service_main NAME LOG [command args...]: the command line of a service script, which
+# defines cmd_install, cmd_start, cmd_stop, cmd_wipe and cmd_status; commands that change the
+# service hold its lock.
+scd_service_main() {
+    local name="$1" log="$2"
+    shift 2
+    case "${1:-}" in
+        install | start | stop | restart | wipe) scd_lock "$name" ;;
+    esac
+    case "${1:-}" in
+        install) cmd_install ;;
+        start) cmd_start ;;
+        stop) cmd_stop ;;
+        restart) cmd_stop; cmd_start ;;
+        wipe) cmd_wipe ;;
+        status) cmd_status ;;
+        logs)
+            [[ -f "$log" ]] || scd_die "no log yet at $log"
+            if [[ "${2:-}" == "-f" ]]; then
+                exec tail -n 100 -f "$log"
+            fi
+            tail -n 100 "$log"
+            ;;
+        *) echo "usage: $0 install|start|stop|restart|status|logs [-f]|wipe" >&2; exit 2 ;;
+    esac
+}
+
 # scd_ensure_venv: .venv with Python 3.11 and scd installed with its test extras; creates it
 # when missing and reinstalls only after pyproject.toml changed. Sets VENV.
 scd_ensure_venv() {
@@ -113,7 +147,7 @@ scd_ensure_venv() {
         started="$(scd_now)"
         scd_log "installing scd and its test dependencies into $VENV"
         "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$SCD_REPO_DIR[test]"
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "${SCD_REPO_DIR}[test]"
         echo "$fingerprint" >"$STAMP"
         scd_log "installed in $(scd_elapsed "$started")s"
     fi

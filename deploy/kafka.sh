@@ -244,24 +244,4 @@ cmd_status() {
     return 3
 }
 
-cmd_logs() {
-    [[ -f "$KAFKA_LOG" ]] || scd_die "no log yet at $KAFKA_LOG"
-    if [[ "${1:-}" == "-f" ]]; then
-        exec tail -n 100 -f "$KAFKA_LOG"
-    fi
-    tail -n 100 "$KAFKA_LOG"
-}
-
-case "${1:-}" in
-    install | start | stop | restart | wipe) scd_lock "$KAFKA_NAME" ;;
-esac
-case "${1:-}" in
-    install) cmd_install ;;
-    start) cmd_start ;;
-    stop) cmd_stop ;;
-    restart) cmd_stop; cmd_start ;;
-    wipe) cmd_wipe ;;
-    status) cmd_status ;;
-    logs) shift; cmd_logs "$@" ;;
-    *) echo "usage: $0 install|start|stop|restart|status|logs [-f]|wipe" >&2; exit 2 ;;
-esac
+scd_service_main "$KAFKA_NAME" "$KAFKA_LOG" "$@"

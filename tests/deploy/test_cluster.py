@@ -12,8 +12,7 @@ import os
 import random
 import socket
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pytest
 
 from tests import services
 from tests.services import KafkaService, S3Service
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -37,7 +37,6 @@ STATUS_TIMEOUT_S = 60.0
 # From the distribute call to the Delta commit on every subscriber: seconds when idle; a
 # standalone executor's first task and a loaded machine can take minutes.
 IMPORT_TIMEOUT_S = 300.0
-POLL_S = 1.0
 HTTP_TIMEOUT_S = 30.0
 # Ports are drawn from this range, away from cluster.sh's defaults (17077, 18080, 18090,
 # 18180) and from the native Kafka/S3 ports (19092, 19093, 19000).
@@ -108,15 +107,6 @@ def group_members(pgids: set[int]) -> list[str]:
         if pgrp in pgids and state not in ("Z", "X"):
             found.append(f"{stat.parent.name} ({text.split(' ', 2)[1]}, state {state})")
     return found
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(POLL_S)
-    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,6 +28,7 @@ from journal.api import Position
 from journal.kafka import KafkaJournal
 from journal.wire import messages as m
 from tests.e2e.workload import SEQ_KEY
+from tests.waiting import wait_for
 
 T = TypeVar("T")
 
@@ -48,25 +48,12 @@ PUBLISHER_STOP_TIMEOUT_S = 60.0
 GROUP_EXIT_TIMEOUT_S = 30.0
 HTTP_TIMEOUT_S = 60.0
 PROBE_TIMEOUT_S = 5.0
-POLL_S = 0.5
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def wait_for(condition: Callable[[], T | None], timeout_s: float, what: str) -> T:
-    """Poll ``condition`` until it returns a truthy value; fail naming ``what``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(POLL_S)
 
 
 def _group_alive(pgid: int) -> bool:

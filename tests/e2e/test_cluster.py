@@ -51,11 +51,11 @@ from tests.e2e.processes import (
     Subscriber,
     SubscriberSpec,
     free_port,
-    wait_for,
 )
 from tests.e2e.workload import ContentModel, Workload, content_differences, stored_summary
 from tests.publisher.simulate import SimulatedSubscriber
 from tests.services import KafkaService, S3Service
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

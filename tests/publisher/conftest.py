@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,17 +20,6 @@ TOKEN = "unit-test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # Unit tests refresh the view and run leader jobs every 50 ms so that they finish quickly.
 FAST_REFRESH_S = 0.05
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float = 10.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what or condition}")
-        time.sleep(0.02)
 
 
 def publisher_settings(**overrides: Any) -> PublisherSettings:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -118,13 +119,6 @@ def drive(agent: SubscriberAgent, until: Callable[[], bool], timeout_s: float = 
         agent.run_once()
 
 
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 120.0, step_s: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(step_s)
-
-
 def read_messages(journal: Journal, topic: str) -> list[tuple[int, Any]]:
     """Every message on a topic, decoded (offset, message)."""
     out: list[tuple[int, Any]] = []
@@ -177,3 +171,23 @@ def unit_for(journal: Journal, settings: JournalSettings, offset: int) -> Any:
             package = decode_package(message.pkg_binary)
             return Unit(offset, message.pub_agent_name, message.pkg_id, message.req_type, package)
     raise AssertionError(f"no package at offset {offset}")
+
+
+@dataclass
+class Env:
+    """A test's journal and blob store (topics created), their settings and a work folder."""
+
+    journal: Journal
+    js: JournalSettings
+    blobs: BlobStore
+    bs: BlobStoreSettings
+    tmp: Path
+
+    def agent(self, spark: Any, store: str = "store", **overrides: Any) -> SubscriberAgent:
+        settings = subscriber_settings(self.js, self.bs, self.tmp / store, **overrides)
+        agent = SubscriberAgent(settings, self.journal, spark, self.blobs)
+        agent.open()
+        return agent
+
+    def send(self, pkg: ContentPackage, **kw: Any) -> int:
+        return send_package(self.journal, self.js, pkg, **kw)

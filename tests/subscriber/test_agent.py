@@ -4,52 +4,23 @@ Sling scenarios 2, 5, 6, 7, 8 and garbage on the package topic."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from blobstore.api import BlobStore
-from blobstore.factory import open_blob_store
-from journal.api import Journal
-from journal.factory import open_journal
-from journal.settings import JournalSettings
 from journal.wire import messages as m
-from journal.wire.package import ContentPackage
 from subscriber.agent import SubscriberAgent
-from tests.services import KafkaService, S3Service
 from tests.subscriber import harness as h
+from tests.subscriber.harness import Env
 from tests.subscriber.packages import file_node, node, package
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ADD, DELETE, TEST = m.ReqType.ADD, m.ReqType.DELETE, m.ReqType.TEST
-
-
-class Env:
-    def __init__(self, journal: Journal, js: JournalSettings, blobs: BlobStore, bs: Any, tmp: Path):
-        self.journal, self.js, self.blobs, self.bs, self.tmp = journal, js, blobs, bs, tmp
-
-    def agent(self, spark: Any, store: str = "store", **overrides: Any) -> SubscriberAgent:
-        settings = h.subscriber_settings(self.js, self.bs, self.tmp / store, **overrides)
-        agent = SubscriberAgent(settings, self.journal, spark, self.blobs)
-        agent.open()
-        return agent
-
-    def send(self, pkg: ContentPackage, **kw: Any) -> int:
-        return h.send_package(self.journal, self.js, pkg, **kw)
-
-
-@pytest.fixture
-def env(
-    kafka_service: KafkaService, s3_service: S3Service, unique_name: str, tmp_path: Path
-) -> Iterator[Env]:
-    js = h.journal_settings(kafka_service, unique_name, tmp_path)
-    bs = h.blob_settings(s3_service, unique_name, tmp_path)
-    with open_journal(js) as journal, open_blob_store(bs) as blobs:
-        h.create_topics(journal, js)
-        yield Env(journal, js, blobs, bs, tmp_path)
+# An agent on real Kafka and Spark gets through a few imports and retries well within this,
+# even on a loaded 2-core machine.
+AGENT_WAIT_S = 120.0
 
 
 def site(offset_tag: str, *paths: str) -> list[Any]:
@@ -168,17 +139,19 @@ def test_editable_clear_unblocks_and_commands_are_filtered(env: Env, spark: Any)
         env.blobs,
     ).start()
     try:
-        h.wait_for(lambda: agent.retries >= 3)  # blocked on the stuck package
+        wait_for(lambda: agent.retries >= 3, AGENT_WAIT_S)  # blocked on the stuck package
         h.send_clear(env.journal, env.js, agent.instance_id, "someone-else", stuck)
         h.send_clear(env.journal, env.js, "another-instance", agent.name, stuck)
         retries = agent.retries
-        h.wait_for(lambda: agent.retries >= retries + 3)  # still blocked: not our commands
+        wait_for(
+            lambda: agent.retries >= retries + 3, AGENT_WAIT_S
+        )  # still blocked: not our commands
         assert agent.processed_offset == first
 
         h.send_clear(env.journal, env.js, agent.instance_id, agent.name, stuck)
-        h.wait_for(lambda: agent.processed_offset == after)
+        wait_for(lambda: agent.processed_offset == after, AGENT_WAIT_S)
         assert agent.store.paths == {"/e0", "/e2"}
-        h.wait_for(lambda: len(h.statuses(env.journal, env.js)) == 3)
+        wait_for(lambda: len(h.statuses(env.journal, env.js)) == 3, AGENT_WAIT_S)
         assert h.statuses(env.journal, env.js) == {
             first: "IMPORTED",
             stuck: "REMOVED",
@@ -187,8 +160,9 @@ def test_editable_clear_unblocks_and_commands_are_filtered(env: Env, spark: Any)
 
         # Clear ahead of the log (clear all), then a lower clear: the higher one stays.
         h.send_clear(env.journal, env.js, agent.instance_id, agent.name, after + 2)
-        h.wait_for(
-            lambda: agent.store.state is not None and agent.store.state.clear_offset == after + 2
+        wait_for(
+            lambda: agent.store.state is not None and agent.store.state.clear_offset == after + 2,
+            AGENT_WAIT_S,
         )
         h.send_clear(env.journal, env.js, agent.instance_id, agent.name, first)
         skipped = [
@@ -196,9 +170,9 @@ def test_editable_clear_unblocks_and_commands_are_filtered(env: Env, spark: Any)
             for i in range(2)
         ]
         tail = env.send(package("tail", ADD, [("/tail", True)], site("t", "/tail")))
-        h.wait_for(lambda: agent.processed_offset == tail)
+        wait_for(lambda: agent.processed_offset == tail, AGENT_WAIT_S)
         assert agent.store.paths == {"/e0", "/e2", "/tail"}
-        h.wait_for(lambda: len(h.statuses(env.journal, env.js)) == 6)
+        wait_for(lambda: len(h.statuses(env.journal, env.js)) == 6, AGENT_WAIT_S)
         got = h.statuses(env.journal, env.js)
         assert [got[o] for o in skipped] == ["REMOVED", "REMOVED"] and got[tail] == "IMPORTED"
         assert agent.store.state is not None and agent.store.state.clear_offset == after + 2
@@ -235,10 +209,10 @@ def test_discovery_invalidate_hook_and_health(env: Env, spark: Any) -> None:
     inv = env.send(package("i", m.ReqType.INVALIDATE, [("/a", True)]))
     agent.start()
     with HealthServer(agent.health, agent.readiness.check, agent.metrics.render) as server:
-        h.wait_for(lambda: agent.processed_offset == inv)
+        wait_for(lambda: agent.processed_offset == inv, AGENT_WAIT_S)
         assert invalidated == [["/a"]]
         assert agent.store.paths == {"/a"}
-        h.wait_for(lambda: httpx.get(f"{server.url}/ready").status_code == 200)
+        wait_for(lambda: httpx.get(f"{server.url}/ready").status_code == 200, AGENT_WAIT_S)
         health = httpx.get(f"{server.url}/health").json()
         assert health["processedOffset"] == inv and health["instanceId"] == agent.instance_id
         metrics = httpx.get(f"{server.url}/metrics").text
@@ -252,7 +226,7 @@ def test_discovery_invalidate_hook_and_health(env: Env, spark: Any) -> None:
                 if msg.subscriber_state and msg.subscriber_state[0].offset == inv
             ]
 
-        h.wait_for(lambda: bool(announced()))
+        wait_for(lambda: bool(announced()), AGENT_WAIT_S)
     agent.stop()
     msg = announced()[-1][1]
     assert msg.sub_sling_id == agent.instance_id and msg.sub_agent_name == "sub"

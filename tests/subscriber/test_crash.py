@@ -28,7 +28,7 @@ import sys
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,18 +36,14 @@ from typing import Any, TypeVar
 import pytest
 
 from blobstore.api import BlobStore
-from blobstore.factory import open_blob_store
-from blobstore.settings import BlobStoreSettings
-from journal.api import Journal, Position
+from journal.api import Position
 from journal.errors import ScdError
-from journal.factory import open_journal
-from journal.settings import JournalSettings
 from journal.wire import messages as m
 from subscriber.rows import KIND_OFFSET
 from subscriber.store import ContentStore
 from tests import services
-from tests.services import KafkaService, S3Service
 from tests.subscriber import harness as h
+from tests.subscriber.harness import Env
 from tests.subscriber.reference_model import (
     ExpectedNode,
     GeneratedPackage,
@@ -99,26 +95,6 @@ STORE_OPENED = re.compile(r"content store .*: instance \w+, offset (-?\d+|None)"
 IMPORT_FAILED = re.compile(r"import of offset \d+ failed.*")
 BROKEN_CONTENT = re.compile(r"broken commit: content of offsets (\d+)\.\.(\d+) committed")
 BROKEN_OFFSET = re.compile(r"broken commit: offset row (\d+) committed")
-
-
-@dataclass
-class Env:
-    journal: Journal
-    js: JournalSettings
-    blobs: BlobStore
-    bs: BlobStoreSettings
-    tmp: Path
-
-
-@pytest.fixture
-def env(
-    kafka_service: KafkaService, s3_service: S3Service, unique_name: str, tmp_path: Path
-) -> Iterator[Env]:
-    js = h.journal_settings(kafka_service, unique_name, tmp_path)
-    bs = h.blob_settings(s3_service, unique_name, tmp_path)
-    with open_journal(js) as journal, open_blob_store(bs) as blobs:
-        h.create_topics(journal, js)
-        yield Env(journal, js, blobs, bs, tmp_path)
 
 
 # ---------------------------------------------------------------------- the package stream

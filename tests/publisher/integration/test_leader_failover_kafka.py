@@ -19,9 +19,10 @@ import pytest
 from journal.api import Position
 from journal.kafka import KafkaJournal
 from journal.settings import JournalSettings
-from tests.publisher.conftest import TOKEN, wait_for
+from tests.publisher.conftest import TOKEN
 from tests.publisher.simulate import SimulatedSubscriber
 from tests.services import REPO_ROOT, KafkaService
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -18,10 +18,11 @@ from journal.topics import topic_specs
 from journal.wire.messages import CommandMessage, ReqType, decode
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from tests.publisher.conftest import AUTH, wait_for
+from tests.publisher.conftest import AUTH
 from tests.publisher.integration.conftest import KafkaAgentFactory
 from tests.publisher.packages import put_packages
 from tests.publisher.simulate import SimulatedSubscriber
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

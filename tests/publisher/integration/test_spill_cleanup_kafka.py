@@ -19,9 +19,10 @@ from journal.wire.messages import PackageMessage, decode
 from journal.wire.package import checksum, decode_package
 from publisher.api import create_app
 from publisher.spill import OFFSET_METADATA
-from tests.publisher.conftest import AUTH, wait_for
+from tests.publisher.conftest import AUTH
 from tests.publisher.integration.conftest import KafkaAgentFactory, journal_settings_for
 from tests.services import KafkaService
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

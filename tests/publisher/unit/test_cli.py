@@ -12,8 +12,9 @@ from journal.cli import main
 from journal.http_server import AppServer
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from tests.publisher.conftest import TOKEN, wait_for
+from tests.publisher.conftest import TOKEN
 from tests.publisher.simulate import SimulatedSubscriber
+from tests.waiting import wait_for
 
 
 @pytest.fixture

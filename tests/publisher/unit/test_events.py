@@ -12,8 +12,9 @@ from journal.settings import TopicSettings
 from journal.sqlite import SqliteJournal
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from tests.publisher.conftest import AUTH, AgentFactory, wait_for
+from tests.publisher.conftest import AUTH, AgentFactory
 from tests.publisher.simulate import SimulatedSubscriber
+from tests.waiting import wait_for
 
 TOPICS = TopicSettings()
 

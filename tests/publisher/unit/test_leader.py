@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from publisher.leader import FileLockLeadership
-from tests.publisher.conftest import wait_for
+from tests.waiting import wait_for
 
 RETRY_S = 0.02
 

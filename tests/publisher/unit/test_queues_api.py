@@ -15,9 +15,9 @@ from journal.topics import topic_specs
 from journal.wire.messages import CommandMessage, decode
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from tests.publisher.conftest import wait_for
 from tests.publisher.packages import put_packages
 from tests.publisher.simulate import SimulatedSubscriber
+from tests.waiting import wait_for
 
 TOPICS = TopicSettings()
 
