@@ -4,17 +4,23 @@ Every daemon setting model derives from ``ScdSettings``. Values come, highest fi
 explicit arguments, environment variables (``SCD_<SECTION>_*``), the TOML file given with
 ``scd --config FILE`` (one table per section: ``[journal]``, ``[blobstore]``, ``[publisher]``,
 ``[subscriber]``), then the defaults.
+
+An environment variable that starts with a model's prefix but names none of its settings (a
+typo such as ``SCD_SUBSCRIBER_BATCH_MAXX``) is refused rather than silently ignored.
 """
 
 from __future__ import annotations
 
+import difflib
+import os
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
@@ -42,9 +48,16 @@ class _FileSource(PydanticBaseSettingsSource):
 
 
 class ScdSettings(BaseSettings):
-    """Base of the settings models: adds the configuration file as a source."""
+    """Base of the settings models: adds the configuration file as a source and refuses
+    unknown environment variables within the model's prefix."""
 
     config_section: ClassVar[str]
+    #: Variables within the prefix that other parts of scd read (not settings of this model).
+    env_not_settings: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, **values: Any) -> None:
+        check_environment(type(self), os.environ)
+        super().__init__(**values)
 
     @classmethod
     def settings_customise_sources(
@@ -61,6 +74,42 @@ class ScdSettings(BaseSettings):
             _FileSource(settings_cls, cls.config_section),
             file_secret_settings,
         )
+
+
+def setting_env_names(model: type[BaseSettings]) -> set[str]:
+    """The environment variables a settings model reads: prefix + field, and for fields that
+    are models themselves, their fields joined with the nested delimiter."""
+    prefix = str(model.model_config.get("env_prefix") or "").upper()
+    delimiter = model.model_config.get("env_nested_delimiter")
+    return {f"{prefix}{name}" for name in _field_names(model, delimiter)}
+
+
+def _field_names(model: type[BaseModel], delimiter: str | None) -> set[str]:
+    names: set[str] = set()
+    for field_name, field in model.model_fields.items():
+        name = field_name.upper()
+        names.add(name)
+        annotation = field.annotation
+        if delimiter and isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            names |= {f"{name}{delimiter}{sub}" for sub in _field_names(annotation, delimiter)}
+    return names
+
+
+def check_environment(model: type[ScdSettings], environ: Mapping[str, str]) -> None:
+    """Raise ConfigError naming every variable of ``model``'s prefix that is no setting."""
+    prefix = str(model.model_config.get("env_prefix") or "").upper()
+    known = setting_env_names(model) | {f"{prefix}{n}" for n in model.env_not_settings}
+    unknown = sorted(n for n in environ if n.upper().startswith(prefix) and n.upper() not in known)
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name.upper(), known, n=1)
+        hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    raise ConfigError(
+        f"unknown setting(s) in the environment: {', '.join(hints)}; "
+        "the settings are listed in the README (Configuration)"
+    )
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from blobstore import BlobStoreSettings, open_blob_store
-from journal.errors import ScdError
+from journal.errors import ConfigError, ScdError
 from journal.factory import open_journal
 from journal.logs import configure_logging
 from journal.settings import JournalSettings
@@ -67,7 +67,7 @@ def main() -> int:
         settings = PublisherSettings()
         journal_settings = JournalSettings()
         blob_settings = BlobStoreSettings()
-    except ValidationError as exc:
+    except (ValidationError, ConfigError) as exc:
         print(f"scd publisher: invalid settings: {exc}", file=sys.stderr)
         return 2
     try:

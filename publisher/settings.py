@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Self
 
 from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from journal.config import ScdSettings
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -68,7 +70,11 @@ PLACEHOLDER_TOKENS = frozenset(
 MIN_TOKEN_CHARS = 16
 
 
-class PublisherSettings(BaseSettings):
+class PublisherSettings(ScdSettings):
+    config_section = "publisher"
+    # Read by the commands that talk to a running publisher (scd distribute, queues, ...).
+    env_not_settings = frozenset({"URL"})
+
     model_config = SettingsConfigDict(env_prefix="SCD_PUBLISHER_", extra="forbid")
 
     agent_name: str = Field(

@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from types import FrameType
 
 from blobstore.factory import open_blob_store
-from journal.errors import ScdError
+from journal.errors import ConfigError, ScdError
 from journal.factory import open_journal
 from journal.logs import configure_logging
 from journal.topics import topic_specs
@@ -91,7 +91,7 @@ def main() -> int:
     configure_logging()
     try:
         settings = SubscriberSettings()
-    except ValueError as exc:
+    except (ValueError, ConfigError) as exc:
         print(f"scd subscriber: invalid settings: {exc}", file=sys.stderr)
         return 2
     try:

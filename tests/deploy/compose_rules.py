@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
-from pydantic_settings import BaseSettings
+from pydantic import ValidationError
 
 from blobstore.settings import BlobStoreSettings
+from journal.config import setting_env_names
+from journal.errors import ConfigError
 from journal.settings import JournalSettings
 from publisher.settings import PublisherSettings
 from subscriber.settings import SubscriberSettings
@@ -122,41 +123,17 @@ def _substitute(match: re.Match[str], variables: Mapping[str, str]) -> str:
 # ---------------------------------------------------------------- settings names
 
 
-def setting_names(model: type[BaseSettings], skip: frozenset[str] = frozenset()) -> set[str]:
-    """The environment variables a settings model reads: prefix + field, nested with its
-    delimiter for fields that are models themselves."""
-    prefix = str(model.model_config.get("env_prefix") or "")
-    delimiter = model.model_config.get("env_nested_delimiter")
-    names: set[str] = set()
-    for field_name, field in model.model_fields.items():
-        if field_name in skip:
-            continue
-        name = f"{prefix}{field_name}".upper()
-        names.add(name)
-        annotation = field.annotation
-        if delimiter and isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            names |= {f"{name}{delimiter}{sub}" for sub in _nested_names(annotation, delimiter)}
-    return names
-
-
-def _nested_names(model: type[BaseModel], delimiter: str) -> set[str]:
-    names: set[str] = set()
-    for field_name, field in model.model_fields.items():
-        name = field_name.upper()
-        names.add(name)
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            names |= {f"{name}{delimiter}{sub}" for sub in _nested_names(annotation, delimiter)}
-    return names
-
-
-JOURNAL_NAMES = setting_names(JournalSettings)
-BLOB_NAMES = setting_names(BlobStoreSettings)
-PUBLISHER_NAMES = setting_names(PublisherSettings) | JOURNAL_NAMES | BLOB_NAMES
+JOURNAL_NAMES = setting_env_names(JournalSettings)
+BLOB_NAMES = setting_env_names(BlobStoreSettings)
+PUBLISHER_NAMES = setting_env_names(PublisherSettings) | JOURNAL_NAMES | BLOB_NAMES
 # The subscriber's nested journal/blobstore fields are on their way out: the subscriber reads
 # SCD_JOURNAL_* and SCD_BLOB_* like the publisher.
 SUBSCRIBER_NAMES = (
-    setting_names(SubscriberSettings, frozenset({"journal", "blobstore"}))
+    {
+        name
+        for name in setting_env_names(SubscriberSettings)
+        if not name.startswith(("SCD_SUBSCRIBER_JOURNAL", "SCD_SUBSCRIBER_BLOBSTORE"))
+    }
     | JOURNAL_NAMES
     | BLOB_NAMES
 )
@@ -333,7 +310,7 @@ def _daemon_problems(
                 PublisherSettings()
             else:
                 problems += _subscriber_problems(name, SubscriberSettings())
-        except (ValidationError, ValueError) as exc:
+        except (ValidationError, ValueError, ConfigError) as exc:
             return [*problems, f"{name}: invalid settings: {exc}"]
     if journal.backend != "kafka":
         problems.append(f"{name}: journal backend {journal.backend!r}, not the cluster's Kafka")

@@ -7,9 +7,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from journal.config import config_file
+from blobstore.settings import BlobStoreSettings
+from journal.config import ScdSettings, config_file
 from journal.errors import ConfigError
 from journal.settings import JournalSettings
+from publisher import daemon as publisher_daemon
+from publisher.settings import PublisherSettings
+from subscriber import daemon as subscriber_daemon
 from subscriber.settings import SubscriberSettings
 
 
@@ -77,3 +81,53 @@ def test_unknown_setting_is_refused(tmp_path: Path) -> None:
         pytest.raises(ValidationError, match="bootstrap"),
     ):
         JournalSettings()
+
+
+def test_publisher_settings_read_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "[publisher]\nagent_name = 'site'\ndev_mode = true\nport = 9090\n")
+    with config_file(path):
+        settings = PublisherSettings()
+    assert (settings.agent_name, settings.port) == ("site", 9090)
+
+
+@pytest.mark.parametrize(
+    ("model", "name", "hint"),
+    [
+        (SubscriberSettings, "SCD_SUBSCRIBER_BATCH_MAXX", "SCD_SUBSCRIBER_BATCH_MAX"),
+        (JournalSettings, "SCD_JOURNAL_TOPICS__PACKAGES", "SCD_JOURNAL_TOPICS__PACKAGE"),
+        (BlobStoreSettings, "scd_blob_bucket_name", "SCD_BLOB_BUCKET"),
+        (PublisherSettings, "SCD_PUBLISHER_APITOKEN", "SCD_PUBLISHER_API_TOKEN"),
+    ],
+)
+def test_unknown_environment_variable_is_refused(
+    monkeypatch: pytest.MonkeyPatch, model: type[ScdSettings], name: str, hint: str
+) -> None:
+    monkeypatch.setenv("SCD_PUBLISHER_DEV_MODE", "true")
+    monkeypatch.setenv(name, "1")
+    with pytest.raises(ConfigError) as caught:
+        model()
+    assert f"{name} (did you mean {hint}?)" in str(caught.value)
+
+
+def test_variables_of_other_prefixes_and_known_extras_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCD_PUBLISHER_URL", "http://127.0.0.1:8080")  # read by the CLI
+    monkeypatch.setenv("SCD_PUBLISHER_DEV_MODE", "true")
+    monkeypatch.setenv("SCD_SUBSCRIBER_JOURNAL__BACKEND", "sqlite")  # nested setting
+    monkeypatch.setenv("SCD_HOME", "/tmp/scd")  # deploy scripts, no settings prefix
+    monkeypatch.setenv("SCD_JOURNAL_BACKEND", "sqlite")
+    assert PublisherSettings().dev_mode
+    assert SubscriberSettings().journal.backend == "sqlite"
+    assert JournalSettings().backend == "sqlite"
+
+
+def test_daemons_refuse_an_unknown_variable_with_exit_code_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SCD_SUBSCRIBER_STORE_PTH", "/x")
+    assert subscriber_daemon.main() == 2
+    assert "SCD_SUBSCRIBER_STORE_PTH (did you mean SCD_SUBSCRIBER_STORE_PATH?)" in (
+        capsys.readouterr().err
+    )
+    monkeypatch.setenv("SCD_PUBLISHER_PROT", "8080")
+    assert publisher_daemon.main() == 2
+    assert "SCD_PUBLISHER_PROT (did you mean SCD_PUBLISHER_PORT?)" in capsys.readouterr().err
