@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from journal.wire import messages as m
-from journal.wire.package import checksum, decode_package
+from journal.wire.package import Node, checksum, decode_package
 from subscriber.rows import COLUMNS, SCHEMA, node_row
 
 # Delta transaction id of the baseline's MERGE commits (one per streaming query).
@@ -68,22 +68,9 @@ def _decode_record(
         raise BaselineError(f"offset {offset}: deep roots are not supported by the baseline")
     agent, pkg_id = message.pub_agent_name, message.pkg_id
     if message.req_type == m.ReqType.DELETE:
+        # A row keyed by the deleted path: only matched, never written.
         return [
-            (
-                "node",
-                r.path,
-                None,
-                None,
-                None,
-                None,
-                offset,
-                pkg_id,
-                agent,
-                None,
-                None,
-                now_ms,
-                DELETE_OP,
-            )
+            (*node_row(Node(path=r.path), offset, pkg_id, agent, now_ms), DELETE_OP)
             for r in package.roots
         ]
     if message.req_type == m.ReqType.ADD:

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -89,9 +89,12 @@ def _field_names(model: type[BaseModel], delimiter: str | None) -> set[str]:
     for field_name, field in model.model_fields.items():
         name = field_name.upper()
         names.add(name)
-        annotation = field.annotation
-        if delimiter and isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            names |= {f"{name}{delimiter}{sub}" for sub in _field_names(annotation, delimiter)}
+        if delimiter is None:
+            continue
+        # A nested model, possibly optional (``BlobStoreSettings | None``).
+        for member in (field.annotation, *get_args(field.annotation)):
+            if isinstance(member, type) and issubclass(member, BaseModel):
+                names |= {f"{name}{delimiter}{sub}" for sub in _field_names(member, delimiter)}
     return names
 
 

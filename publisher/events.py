@@ -7,12 +7,20 @@ name: all of an agent's events land in one partition, where the idempotent produ
 in order. So the last event in that partition is the last one actually written, and everything
 before it was written too. A new leader reads it back and resumes right after it: no event is
 sent twice and none is skipped, whichever instance crashed when.
+
+The first leader of an agent starts after the subscribers' position at that moment and records
+that start point on the event topic (a ``DistributedEventsStart`` record, same key and
+partition) before any event: a leader that takes over before the first event was sent resumes
+from it instead of from the subscribers' later position, which would skip the packages
+processed in between.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from journal.api import Journal, Position
 from journal.errors import JournalError
@@ -25,6 +33,9 @@ from publisher.queue_cache import QueueCache
 log = logging.getLogger(__name__)
 
 EVENT_TYPE = "PackageDistributedMessage"
+# Type header of the start point record; consumers of events skip it by its type header (or by
+# its JSON, which has no packageId).
+START_TYPE = "DistributedEventsStart"
 # Records read back per partition in the first pass when looking for the last event; a
 # partition holding other agents' events is scanned further back, window by window (x4).
 READBACK_WINDOW = 1000
@@ -35,6 +46,21 @@ READBACK_POLL_S = 0.5
 READBACK_MAX_EMPTY_POLLS = 10
 # Events sent per flush: bounds how much one tick sends before checking the outcome.
 EVENT_BATCH = 1000
+
+
+def distributed_event(headers: Mapping[str, str], value: bytes) -> dict[str, Any] | None:
+    """The event of a record of the event topic; None for a start point record."""
+    if headers.get(TYPE_HEADER) != EVENT_TYPE:
+        return None
+    event: dict[str, Any] = json.loads(value)
+    return event
+
+
+def start_json(agent_name: str, instance_id: str, start_after: int) -> bytes:
+    return json.dumps(
+        {"pubAgentName": agent_name, "startAfter": start_after, "application": instance_id},
+        separators=(",", ":"),
+    ).encode()
 
 
 def event_json(agent_name: str, instance_id: str, entry: Entry) -> bytes:
@@ -96,7 +122,14 @@ class DistributedEvents:
         if low is None:
             return 0
         if self.last_offset is None:
-            # No event was ever sent: start from the subscribers' current position.
+            # No event was ever sent: start from the subscribers' current position, recorded
+            # first so that a next leader starts from the same point.
+            self.journal.send(
+                self.topic,
+                start_json(self.agent_name, self.instance_id, low),
+                key=self.agent_name.encode(),
+                headers={TYPE_HEADER: START_TYPE, VERSION_HEADER: WIRE_VERSION},
+            )
             self.last_offset = low
             log.info("distributed events start after offset %d", low)
             return 0
@@ -134,7 +167,8 @@ class DistributedEvents:
         return sent
 
     def read_back(self) -> int | None:
-        """Offset of the last event of this agent on the event topic, None if there is none."""
+        """Offset of the last event of this agent on the event topic (or of its start point),
+        None if there is neither."""
         best: int | None = None
         for partition in range(self.journal.partitions(self.topic)):
             found = self._last_in_partition(partition)
@@ -174,10 +208,11 @@ class DistributedEvents:
 
 
 def _event_offset(value: bytes, agent_name: str) -> int | None:
+    """The package offset an event or start point record of ``agent_name`` stands for."""
     try:
         event = json.loads(value)
         if event.get("pubAgentName") == agent_name:
-            return int(event["offset"])
+            return int(event["startAfter"] if "startAfter" in event else event["offset"])
     except (ValueError, KeyError, TypeError, AttributeError):
         log.warning("event topic: skipped a record that is not a distributed event")
     return None

@@ -11,7 +11,6 @@ behind.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -27,6 +26,7 @@ import httpx
 from journal.api import Position
 from journal.kafka import KafkaJournal
 from journal.wire import messages as m
+from publisher.events import distributed_event
 from tests.e2e.workload import SEQ_KEY
 from tests.waiting import wait_for
 
@@ -380,5 +380,5 @@ class Cluster:
     def events(self) -> list[dict[str, Any]]:
         """This publisher agent's distributed events, in the order of each partition."""
         records = sorted(self._read(self.topics["event"]), key=lambda r: (r[0], r[1]))
-        events = [json.loads(value) for _, _, _, value in records]
-        return [e for e in events if e.get("pubAgentName") == self.agent_name]
+        events = [distributed_event(headers, value) for _, _, headers, value in records]
+        return [e for e in events if e is not None and e.get("pubAgentName") == self.agent_name]

@@ -113,10 +113,14 @@ def test_variables_of_other_prefixes_and_known_extras_pass(monkeypatch: pytest.M
     monkeypatch.setenv("SCD_PUBLISHER_URL", "http://127.0.0.1:8080")  # read by the CLI
     monkeypatch.setenv("SCD_PUBLISHER_DEV_MODE", "true")
     monkeypatch.setenv("SCD_SUBSCRIBER_JOURNAL__BACKEND", "sqlite")  # nested setting
+    monkeypatch.setenv("SCD_SUBSCRIBER_BLOBSTORE__BACKEND", "local")  # nested, optional
+    monkeypatch.setenv("SCD_SUBSCRIBER_BLOBSTORE__LOCAL_ROOT", "/tmp/blobs")
     monkeypatch.setenv("SCD_HOME", "/tmp/scd")  # deploy scripts, no settings prefix
     monkeypatch.setenv("SCD_JOURNAL_BACKEND", "sqlite")
     assert PublisherSettings().dev_mode
-    assert SubscriberSettings().journal.backend == "sqlite"
+    subscriber = SubscriberSettings()
+    assert subscriber.journal.backend == "sqlite"
+    assert subscriber.blobstore is not None and subscriber.blobstore.backend == "local"
     assert JournalSettings().backend == "sqlite"
 
 

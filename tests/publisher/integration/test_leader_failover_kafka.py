@@ -4,7 +4,6 @@ gap."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -19,6 +18,7 @@ import pytest
 from journal.api import Position
 from journal.kafka import KafkaJournal
 from journal.settings import JournalSettings
+from publisher.events import distributed_event
 from tests.publisher.conftest import TOKEN
 from tests.publisher.simulate import SimulatedSubscriber
 from tests.services import REPO_ROOT, KafkaService
@@ -130,7 +130,9 @@ def events(journal: KafkaJournal, topic: str) -> list[dict[str, Any]]:
     out: list[tuple[int, int, dict[str, Any]]] = []
     with journal.consumer(topic, Position.earliest()) as consumer:
         while batch := consumer.poll(1.0):
-            out.extend((r.partition, r.offset, json.loads(r.value)) for r in batch)
+            for r in batch:
+                if (event := distributed_event(r.headers, r.value)) is not None:
+                    out.append((r.partition, r.offset, event))
     return [e for _, _, e in sorted(out, key=lambda t: (t[0], t[1]))]
 
 

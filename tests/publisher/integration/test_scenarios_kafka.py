@@ -5,7 +5,6 @@ Subscribers are simulated by writing their discovery, status and log messages to
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from journal.topics import topic_specs
 from journal.wire.messages import CommandMessage, ReqType, decode
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
+from publisher.events import distributed_event
 from tests.publisher.conftest import AUTH
 from tests.publisher.integration.conftest import KafkaAgentFactory
 from tests.publisher.packages import put_packages
@@ -168,7 +168,8 @@ def test_scenario_9_min_offset_10_to_13_gives_exactly_3_events(
     wait_for(lambda: kafka_agent.events.last_offset == offsets[10], 30, "event start point")
     sub.announce(offsets[13])
     wait_for(lambda: kafka_agent.events.last_offset == offsets[13], 30, "events sent")
-    events = [json.loads(r.value) for r in read_all(kafka_journal, kafka_agent.topics.event)]
+    records = read_all(kafka_journal, kafka_agent.topics.event)
+    events = [e for r in records if (e := distributed_event(r.headers, r.value)) is not None]
     assert [e["offset"] for e in events] == offsets[11:14]
     assert {e["pubAgentName"] for e in events} == {kafka_agent.settings.agent_name}
     assert events[0]["paths"] == ["/p11"] and events[0]["application"] == "pub-1"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -12,6 +11,7 @@ from journal.settings import TopicSettings
 from journal.sqlite import SqliteJournal
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
+from publisher.events import distributed_event
 from tests.publisher.conftest import AUTH, AgentFactory
 from tests.publisher.simulate import SimulatedSubscriber
 from tests.waiting import wait_for
@@ -24,7 +24,8 @@ def events(journal: Journal) -> list[dict[str, Any]]:
         records = []
         while batch := consumer.poll(0.05):
             records.extend(batch)
-    return sorted((json.loads(r.value) for r in records), key=lambda e: e["offset"])
+    found = [e for r in records if (e := distributed_event(r.headers, r.value)) is not None]
+    return sorted(found, key=lambda e: e["offset"])
 
 
 def distribute(agent: PublisherAgent, count: int) -> list[int]:
@@ -119,3 +120,21 @@ def test_only_the_leader_sends_events(make_agent: AgentFactory, journal: SqliteJ
     sub.announce(more[-1])
     found = wait_events(journal, 5)
     assert [e["offset"] for e in found] == offsets[1:] + more
+
+
+def test_a_leader_taking_over_before_the_first_event_starts_where_the_first_did(
+    make_agent: AgentFactory, journal: SqliteJournal
+) -> None:
+    first = make_agent()
+    offsets = distribute(first, 6)
+    sub = SimulatedSubscriber(journal, TOPICS, "s")
+    sub.announce(offsets[0])
+    wait_for(lambda: first.events.last_offset == offsets[0], what="start point")
+    first.stop()  # before any event was sent
+    sub.announce(offsets[5])  # the subscribers move on meanwhile
+
+    second = make_agent(instance_id="pub-2")
+    wait_for(lambda: second.leadership.is_leader, what="second leader")
+    found = wait_events(journal, 5)
+    assert [e["offset"] for e in found] == offsets[1:6]
+    assert {e["application"] for e in found} == {"pub-2"}
