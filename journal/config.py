@@ -44,7 +44,14 @@ class _FileSource(PydanticBaseSettingsSource):
         return _section(self.section).get(field_name), field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return _section(self.section)
+        values = _section(self.section)
+        elsewhere: Mapping[str, str] = getattr(self.settings_cls, "env_elsewhere", {})
+        for key in sorted(set(values) & set(elsewhere)):
+            raise ConfigError(
+                f"configuration file: [{self.section}] {key} is not read there; use the "
+                f"[{key}] table (or {elsewhere[key]}* variables)"
+            )
+        return values
 
 
 class ScdSettings(BaseSettings):
@@ -54,6 +61,9 @@ class ScdSettings(BaseSettings):
     config_section: ClassVar[str]
     #: Variables within the prefix that other parts of scd read (not settings of this model).
     env_not_settings: ClassVar[frozenset[str]] = frozenset()
+    #: Fields set through another model's variables (field -> that model's prefix), never
+    #: through this model's prefix: one setting, one variable.
+    env_elsewhere: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, **values: Any) -> None:
         check_environment(type(self), os.environ)
@@ -76,17 +86,22 @@ class ScdSettings(BaseSettings):
         )
 
 
-def setting_env_names(model: type[BaseSettings]) -> set[str]:
+def setting_env_names(model: type[ScdSettings]) -> set[str]:
     """The environment variables a settings model reads: prefix + field, and for fields that
     are models themselves, their fields joined with the nested delimiter."""
     prefix = str(model.model_config.get("env_prefix") or "").upper()
     delimiter = model.model_config.get("env_nested_delimiter")
-    return {f"{prefix}{name}" for name in _field_names(model, delimiter)}
+    names = _field_names(model, delimiter, skip=frozenset(model.env_elsewhere))
+    return {f"{prefix}{name}" for name in names}
 
 
-def _field_names(model: type[BaseModel], delimiter: str | None) -> set[str]:
+def _field_names(
+    model: type[BaseModel], delimiter: str | None, skip: frozenset[str] = frozenset()
+) -> set[str]:
     names: set[str] = set()
     for field_name, field in model.model_fields.items():
+        if field_name in skip:
+            continue
         name = field_name.upper()
         names.add(name)
         if delimiter is None:
@@ -107,8 +122,14 @@ def check_environment(model: type[ScdSettings], environ: Mapping[str, str]) -> N
         return
     hints = []
     for name in unknown:
+        rest = name.upper().removeprefix(prefix)
+        moved = [
+            f"{name} (set {other}{rest.removeprefix(field.upper()).lstrip('_') or '*'} instead)"
+            for field, other in model.env_elsewhere.items()
+            if rest.startswith(field.upper())
+        ]
         close = difflib.get_close_matches(name.upper(), known, n=1)
-        hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+        hints.append(moved[0] if moved else f"{name} (did you mean {close[0]}?)" if close else name)
     raise ConfigError(
         f"unknown setting(s) in the environment: {', '.join(hints)}; "
         "the settings are listed in the README (Configuration)"

@@ -1,9 +1,11 @@
-"""Typed subscriber settings (environment prefix ``SCD_SUBSCRIBER_``; nested with ``__``)."""
+"""Typed subscriber settings (environment prefix ``SCD_SUBSCRIBER_``; the journal and the blob
+store from ``SCD_JOURNAL_*`` and ``SCD_BLOB_*``, as for the publisher)."""
 
 from __future__ import annotations
 
 import os
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
@@ -16,9 +18,12 @@ from journal.settings import JournalSettings
 class SubscriberSettings(ScdSettings):
     config_section = "subscriber"
 
-    model_config = SettingsConfigDict(
-        env_prefix="SCD_SUBSCRIBER_", env_nested_delimiter="__", extra="forbid"
-    )
+    env_elsewhere: ClassVar[Mapping[str, str]] = {
+        "journal": "SCD_JOURNAL_",
+        "blobstore": "SCD_BLOB_",
+    }
+
+    model_config = SettingsConfigDict(env_prefix="SCD_SUBSCRIBER_", extra="forbid")
 
     agent_name: str = Field(default="subscriber", min_length=1)
     # Publisher agents whose packages this subscriber imports; others only advance the offset.

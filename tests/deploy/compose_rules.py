@@ -126,17 +126,7 @@ def _substitute(match: re.Match[str], variables: Mapping[str, str]) -> str:
 JOURNAL_NAMES = setting_env_names(JournalSettings)
 BLOB_NAMES = setting_env_names(BlobStoreSettings)
 PUBLISHER_NAMES = setting_env_names(PublisherSettings) | JOURNAL_NAMES | BLOB_NAMES
-# The subscriber's nested journal/blobstore fields are on their way out: the subscriber reads
-# SCD_JOURNAL_* and SCD_BLOB_* like the publisher.
-SUBSCRIBER_NAMES = (
-    {
-        name
-        for name in setting_env_names(SubscriberSettings)
-        if not name.startswith(("SCD_SUBSCRIBER_JOURNAL", "SCD_SUBSCRIBER_BLOBSTORE"))
-    }
-    | JOURNAL_NAMES
-    | BLOB_NAMES
-)
+SUBSCRIBER_NAMES = setting_env_names(SubscriberSettings) | JOURNAL_NAMES | BLOB_NAMES
 ALL_SETTING_NAMES = PUBLISHER_NAMES | SUBSCRIBER_NAMES
 
 

@@ -90,6 +90,10 @@ JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 # The last run only has to finish the stream: larger batches get there sooner.
 FINAL_BATCH_MAX = 200
 
+# The child reads its settings from these variables only (ours replace the test's own).
+SETTINGS_PREFIXES = ("SCD_SUBSCRIBER_", "SCD_JOURNAL_", "SCD_BLOB_")
+TOPIC_KINDS = ("package", "status", "discovery", "command", "event")
+
 COMMITTED = re.compile(r"committed offsets (\d+)\.\.(\d+)")
 STORE_OPENED = re.compile(r"content store .*: instance \w+, offset (-?\d+|None)")
 IMPORT_FAILED = re.compile(r"import of offset \d+ failed.*")
@@ -180,22 +184,24 @@ def child_env(env: Env, store: Path, *, broken: bool, batch_max: int) -> dict[st
         "RETRY_MAX_S": "1",
         "ANNOUNCE_INTERVAL_S": "2",
         "SPARK_JARS": ",".join(services.spark_jars()),
-        "JOURNAL__BACKEND": "kafka",
-        "JOURNAL__BOOTSTRAP_SERVERS": js.bootstrap_servers,
-        "JOURNAL__TOPICS__PACKAGE": topics.package,
-        "JOURNAL__TOPICS__STATUS": topics.status,
-        "JOURNAL__TOPICS__DISCOVERY": topics.discovery,
-        "JOURNAL__TOPICS__COMMAND": topics.command,
-        "JOURNAL__TOPICS__EVENT": topics.event,
-        "BLOBSTORE__BACKEND": "s3",
-        "BLOBSTORE__ENDPOINT_URL": bs.endpoint_url,
-        "BLOBSTORE__ACCESS_KEY": bs.access_key or "",
-        "BLOBSTORE__SECRET_KEY": bs.secret_key.get_secret_value(),
-        "BLOBSTORE__REGION": bs.region,
-        "BLOBSTORE__BUCKET": bs.bucket,
     }
-    out = {k: v for k, v in os.environ.items() if not k.startswith("SCD_SUBSCRIBER_")}
+    journal = {
+        "BACKEND": "kafka",
+        "BOOTSTRAP_SERVERS": js.bootstrap_servers,
+        **{f"TOPICS__{kind.upper()}": getattr(topics, kind) for kind in TOPIC_KINDS},
+    }
+    blobs = {
+        "BACKEND": "s3",
+        "ENDPOINT_URL": bs.endpoint_url,
+        "ACCESS_KEY": bs.access_key or "",
+        "SECRET_KEY": bs.secret_key.get_secret_value(),
+        "REGION": bs.region,
+        "BUCKET": bs.bucket,
+    }
+    out = {k: v for k, v in os.environ.items() if not k.startswith(SETTINGS_PREFIXES)}
     out.update({f"SCD_SUBSCRIBER_{k}": v for k, v in values.items()})
+    out.update({f"SCD_JOURNAL_{k}": v for k, v in journal.items()})
+    out.update({f"SCD_BLOB_{k}": v for k, v in blobs.items()})
     out.update(
         {
             "PYTHONPATH": str(REPO_ROOT),

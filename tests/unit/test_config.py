@@ -112,14 +112,15 @@ def test_unknown_environment_variable_is_refused(
 def test_variables_of_other_prefixes_and_known_extras_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SCD_PUBLISHER_URL", "http://127.0.0.1:8080")  # read by the CLI
     monkeypatch.setenv("SCD_PUBLISHER_DEV_MODE", "true")
-    monkeypatch.setenv("SCD_SUBSCRIBER_JOURNAL__BACKEND", "sqlite")  # nested setting
-    monkeypatch.setenv("SCD_SUBSCRIBER_BLOBSTORE__BACKEND", "local")  # nested, optional
-    monkeypatch.setenv("SCD_SUBSCRIBER_BLOBSTORE__LOCAL_ROOT", "/tmp/blobs")
+    monkeypatch.setenv("SCD_JOURNAL_TOPICS__PACKAGE", "site.package")  # nested setting
+    monkeypatch.setenv("SCD_BLOB_BACKEND", "local")
+    monkeypatch.setenv("SCD_BLOB_LOCAL_ROOT", "/tmp/blobs")
     monkeypatch.setenv("SCD_HOME", "/tmp/scd")  # deploy scripts, no settings prefix
     monkeypatch.setenv("SCD_JOURNAL_BACKEND", "sqlite")
     assert PublisherSettings().dev_mode
     subscriber = SubscriberSettings()
     assert subscriber.journal.backend == "sqlite"
+    assert subscriber.journal.topics.package == "site.package"
     assert subscriber.blobstore is not None and subscriber.blobstore.backend == "local"
     assert JournalSettings().backend == "sqlite"
 
@@ -135,3 +136,23 @@ def test_daemons_refuse_an_unknown_variable_with_exit_code_2(
     monkeypatch.setenv("SCD_PUBLISHER_PROT", "8080")
     assert publisher_daemon.main() == 2
     assert "SCD_PUBLISHER_PROT (did you mean SCD_PUBLISHER_PORT?)" in capsys.readouterr().err
+
+
+def test_the_subscriber_takes_journal_and_blob_store_from_their_own_variables(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SCD_SUBSCRIBER_JOURNAL__BACKEND", "kafka")
+    with pytest.raises(ConfigError) as caught:
+        SubscriberSettings()
+    assert "SCD_SUBSCRIBER_JOURNAL__BACKEND (set SCD_JOURNAL_BACKEND instead)" in str(caught.value)
+    monkeypatch.delenv("SCD_SUBSCRIBER_JOURNAL__BACKEND")
+    monkeypatch.setenv("SCD_SUBSCRIBER_BLOBSTORE", "{}")
+    with pytest.raises(ConfigError, match=r"SCD_SUBSCRIBER_BLOBSTORE \(set SCD_BLOB_\* instead"):
+        SubscriberSettings()
+    monkeypatch.delenv("SCD_SUBSCRIBER_BLOBSTORE")
+    with (
+        config_file(write(tmp_path, "[subscriber]\njournal = { backend = 'kafka' }\n")),
+        pytest.raises(ConfigError, match=r"\[subscriber\] journal is not read there"),
+    ):
+        SubscriberSettings()
