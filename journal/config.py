@@ -46,7 +46,9 @@ class _FileSource(PydanticBaseSettingsSource):
     def __call__(self) -> dict[str, Any]:
         values = _section(self.section)
         elsewhere: Mapping[str, str] = getattr(self.settings_cls, "env_elsewhere", {})
-        for key in sorted(set(values) & set(elsewhere)):
+        misplaced = sorted(set(values) & set(elsewhere))
+        if misplaced:
+            key = misplaced[0]
             raise ConfigError(
                 f"configuration file: [{self.section}] {key} is not read there; use the "
                 f"[{key}] table (or {elsewhere[key]}* variables)"

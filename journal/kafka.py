@@ -402,9 +402,8 @@ class KafkaConsumer(Consumer):
         self.topic = topic
         self._where = f"Kafka at {config.get('bootstrap.servers')}"
         self._config = config
-        self._consumer = RdConsumer(config)
-        self._consumer.assign(assignment)
         self._next = {tp.partition: tp.offset for tp in assignment}
+        self._consumer = self._client()
         self._stall_check_s = stall_check_s
         self._quiet_since = time.monotonic()
         #: How many times a stalled librdkafka client was replaced (observable by tests).
@@ -462,9 +461,17 @@ class KafkaConsumer(Consumer):
             self._next,
         )
         self._consumer.close()
-        self._consumer = RdConsumer(self._config)
-        self._consumer.assign([TopicPartition(self.topic, p, o) for p, o in self._next.items()])
+        self._consumer = self._client()
         self.restarts += 1
+
+    def _client(self) -> RdConsumer:
+        """A librdkafka consumer assigned at the current positions."""
+        client = RdConsumer(self._config)
+        client.assign(self._assignment())
+        return client
+
+    def _assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(self.topic, p, o) for p, o in self._next.items()]
 
     def _advance(self, messages: list[Message]) -> None:
         """Move each partition's position past its last record in ``messages``.
@@ -484,11 +491,8 @@ class KafkaConsumer(Consumer):
                     break
 
     def seek(self, partition: int, offset: int) -> None:
-        self._consumer.assign(
-            [TopicPartition(self.topic, partition, offset)]
-            + [TopicPartition(self.topic, p, o) for p, o in self._next.items() if p != partition]
-        )
         self._next[partition] = offset
+        self._consumer.assign(self._assignment())
 
     def positions(self) -> dict[int, int]:
         return dict(self._next)

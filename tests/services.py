@@ -419,6 +419,15 @@ def _unpause_and_stop(container: Any) -> None:
 _NAME_HINT_CHARS = 20
 
 
+# The journal's topics by kind: the name fields of journal.settings.TopicSettings.
+TOPIC_KINDS = ("package", "status", "discovery", "command", "event")
+
+
+def unique_topics(prefix: str) -> dict[str, str]:
+    """A test's own topic name per kind on a shared broker: ``prefix.kind``."""
+    return {kind: f"{prefix}.{kind}" for kind in TOPIC_KINDS}
+
+
 def unique_name(hint: str) -> str:
     """A short name valid for Kafka topics and S3 buckets, unique across test runs.
 

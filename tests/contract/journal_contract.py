@@ -17,6 +17,7 @@ from journal.api import RECORD_OVERHEAD_BYTES, Journal, Position, Record
 from journal.errors import MessageTooLarge, UnknownTopic
 from journal.messaging import MessagePoller, MessageSender
 from journal.wire import messages as m
+from tests.services import unique_topics
 
 NewTopic = Callable[..., str]
 
@@ -302,9 +303,7 @@ class GarbageOnEveryTopic:
         from journal.settings import JournalSettings, TopicSettings
         from journal.topics import topic_specs
 
-        names = {
-            k: f"{unique_name}.{k}" for k in ("package", "status", "discovery", "command", "event")
-        }
+        names = unique_topics(unique_name)
         settings = JournalSettings(topics=TopicSettings.model_validate(names))
         journal.create_topics(topic_specs(settings))
         for kind, message in sample_messages().items():

@@ -122,8 +122,8 @@ def cluster(
     subscriber_port = base + EXTRA_PORTS
     env = {name: value for name, value in os.environ.items() if not name.startswith("SCD_")}
     topics = {
-        f"SCD_JOURNAL_TOPICS__{kind.upper()}": f"{unique_name}.{kind}"
-        for kind in ("package", "status", "discovery", "command", "event")
+        f"SCD_JOURNAL_TOPICS__{kind.upper()}": topic
+        for kind, topic in services.unique_topics(unique_name).items()
     }
     env.update(
         {

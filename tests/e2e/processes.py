@@ -32,7 +32,6 @@ from tests.waiting import wait_for
 
 T = TypeVar("T")
 
-TOPIC_KINDS = ("package", "status", "discovery", "command", "event")
 TOKEN = "e2e-test-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # The publisher is ready within seconds; 120 s covers a loaded machine and topic creation.

@@ -45,7 +45,6 @@ from tests import services
 from tests.e2e.processes import (
     PUBLISHER_STOP_TIMEOUT_S,
     SUBSCRIBER_STOP_TIMEOUT_S,
-    TOPIC_KINDS,
     Cluster,
     Outcome,
     Subscriber,
@@ -142,7 +141,7 @@ def run(
 ) -> Iterator[Run]:
     name = services.unique_name("e2e-cluster")
     workdir = tmp_path_factory.mktemp("e2e-cluster")
-    topics = {kind: f"{name}.{kind}" for kind in TOPIC_KINDS}
+    topics = services.unique_topics(name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCD_")}
     env.update(
         {

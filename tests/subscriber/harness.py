@@ -21,19 +21,13 @@ from journal.wire import messages as m
 from journal.wire.package import ContentPackage, checksum, encode_package
 from subscriber.agent import PACKAGE_TYPE, SubscriberAgent
 from subscriber.settings import SubscriberSettings
-from tests.services import KafkaService, S3Service
+from tests.services import KafkaService, S3Service, unique_topics
 
 PUB = "publish"
 
 
 def journal_settings(kafka: KafkaService | None, prefix: str, tmp: Path) -> JournalSettings:
-    topics = TopicSettings(
-        package=f"{prefix}.package",
-        status=f"{prefix}.status",
-        discovery=f"{prefix}.discovery",
-        command=f"{prefix}.command",
-        event=f"{prefix}.event",
-    )
+    topics = TopicSettings.model_validate(unique_topics(prefix))
     if kafka is None:
         return JournalSettings(backend="sqlite", sqlite_path=tmp / "journal.db", topics=topics)
     return JournalSettings(backend="kafka", bootstrap_servers=kafka.bootstrap, topics=topics)

@@ -42,6 +42,7 @@ from journal.wire import messages as m
 from subscriber.rows import KIND_OFFSET
 from subscriber.store import ContentStore
 from tests import services
+from tests.services import TOPIC_KINDS
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
 from tests.subscriber.reference_model import (
@@ -92,7 +93,6 @@ FINAL_BATCH_MAX = 200
 
 # The child reads its settings from these variables only (ours replace the test's own).
 SETTINGS_PREFIXES = ("SCD_SUBSCRIBER_", "SCD_JOURNAL_", "SCD_BLOB_")
-TOPIC_KINDS = ("package", "status", "discovery", "command", "event")
 
 COMMITTED = re.compile(r"committed offsets (\d+)\.\.(\d+)")
 STORE_OPENED = re.compile(r"content store .*: instance \w+, offset (-?\d+|None)")

@@ -21,7 +21,7 @@ from journal.settings import JournalSettings
 from publisher.events import distributed_event
 from tests.publisher.conftest import TOKEN
 from tests.publisher.simulate import SimulatedSubscriber
-from tests.services import REPO_ROOT, KafkaService
+from tests.services import REPO_ROOT, KafkaService, unique_topics
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -31,9 +31,6 @@ REFRESH_S = "0.2"
 # Kafka evicts a killed member after the 6 s session timeout; rebalance and a read-back
 # follow. 60 s is ample on a loaded machine.
 TAKEOVER_TIMEOUT_S = 60
-
-
-TOPIC_KINDS = ("package", "status", "discovery", "command", "event")
 
 
 def free_port() -> int:
@@ -99,8 +96,8 @@ def environment(kafka_service: KafkaService, unique_name: str, tmp_path: Path) -
             "SCD_JOURNAL_BOOTSTRAP_SERVERS": kafka_service.bootstrap,
             "SCD_JOURNAL_SEND_TIMEOUT_S": "10",
             **{
-                f"SCD_JOURNAL_TOPICS__{kind.upper()}": f"{unique_name}.{kind}"
-                for kind in TOPIC_KINDS
+                f"SCD_JOURNAL_TOPICS__{kind.upper()}": topic
+                for kind, topic in unique_topics(unique_name).items()
             },
             "SCD_BLOB_BACKEND": "local",
             "SCD_BLOB_LOCAL_ROOT": str(tmp_path / "blobs"),
@@ -141,7 +138,7 @@ def test_killing_the_leader_moves_events_to_the_other_without_duplicates_or_gaps
 ) -> None:
     settings = JournalSettings(backend="kafka", bootstrap_servers=kafka_service.bootstrap)
     journal = KafkaJournal(settings.bootstrap_servers)
-    topics = settings.topics.model_copy(update={k: f"{unique_name}.{k}" for k in TOPIC_KINDS})
+    topics = settings.topics.model_copy(update=unique_topics(unique_name))
     sub = SimulatedSubscriber(journal, topics, "sub-1", pub_agent_name=unique_name)
 
     def leader() -> Publisher | None:

@@ -37,6 +37,12 @@ def distribute(agent: PublisherAgent, count: int) -> list[int]:
     return out
 
 
+def start_events(agent: PublisherAgent, sub: SimulatedSubscriber, offset: int) -> None:
+    """Announce ``offset`` and wait until the leader's events start after it."""
+    sub.announce(offset)
+    wait_for(lambda: agent.events.last_offset == offset, what=f"events to start after {offset}")
+
+
 def wait_events(journal: Journal, count: int) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = wait_for(
         lambda: (e := events(journal)) and len(e) >= count and e, what=f"{count} events"
@@ -50,8 +56,7 @@ def test_minimum_offset_rising_from_10_to_13_gives_exactly_3_events(
     agent = make_agent()
     offsets = distribute(agent, 14)
     sub = SimulatedSubscriber(journal, TOPICS, "s1")
-    sub.announce(offsets[10])
-    wait_for(lambda: agent.events.last_offset == offsets[10], what="start point")
+    start_events(agent, sub, offsets[10])
     sub.announce(offsets[13])
     found = wait_events(journal, 3)
     assert [e["offset"] for e in found] == offsets[11:14]
@@ -86,8 +91,7 @@ def test_a_new_leader_resumes_after_the_last_event_written(
     first = make_agent()
     offsets = distribute(first, 8)
     sub = SimulatedSubscriber(journal, TOPICS, "s")
-    sub.announce(offsets[0])
-    wait_for(lambda: first.events.last_offset == offsets[0])
+    start_events(first, sub, offsets[0])
     sub.announce(offsets[3])
     wait_events(journal, 3)
     first.stop()
@@ -106,8 +110,7 @@ def test_only_the_leader_sends_events(make_agent: AgentFactory, journal: SqliteJ
     two = make_agent(instance_id="pub-2")
     offsets = distribute(two, 4)
     sub = SimulatedSubscriber(journal, TOPICS, "s")
-    sub.announce(offsets[0])
-    wait_for(lambda: one.events.last_offset == offsets[0])
+    start_events(one, sub, offsets[0])
     sub.announce(offsets[3])
     found = wait_events(journal, 3)
     assert {e["application"] for e in found} == {"pub-1"}
@@ -128,8 +131,7 @@ def test_a_leader_taking_over_before_the_first_event_starts_where_the_first_did(
     first = make_agent()
     offsets = distribute(first, 6)
     sub = SimulatedSubscriber(journal, TOPICS, "s")
-    sub.announce(offsets[0])
-    wait_for(lambda: first.events.last_offset == offsets[0], what="start point")
+    start_events(first, sub, offsets[0])
     first.stop()  # before any event was sent
     sub.announce(offsets[5])  # the subscribers move on meanwhile
 
