@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -62,8 +62,9 @@ NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 # A consumer that has received nothing for this long asks the broker whether records wait
 # beyond its positions; if they do, its librdkafka client is replaced. librdkafka's assign()
 # consumers can stop fetching for good after a broker restart without reporting any error
-# (librdkafka issue 5153). 30 s is far above a healthy fetch round trip (fetch.wait.max.ms is
-# 500 ms) and bounds such a stall to well under a minute.
+# (librdkafka issue 5153); the stalled client may not answer offset queries either, so the
+# question goes through the journal's own metadata client. 30 s is far above a healthy fetch
+# round trip (fetch.wait.max.ms is 500 ms) and bounds such a stall to well under a minute.
 STALL_CHECK_S = 30.0
 # How long the stall check waits for the broker's offsets: short, as it runs inside poll();
 # a broker that does not answer in time is simply checked again later.
@@ -276,17 +277,29 @@ class KafkaJournal(Journal):
             )
 
     # ------------------------------------------------------------------ offsets
-    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+    def _watermarks(
+        self, topic: str, partition: int, timeout_s: float | None = None
+    ) -> tuple[int, int]:
         with self._meta_lock:
+            meta = self._metadata_consumer()
             try:
-                low, high = self._metadata_consumer().get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=self.request_timeout_s
+                low, high = meta.get_watermark_offsets(
+                    TopicPartition(topic, partition),
+                    timeout=self.request_timeout_s if timeout_s is None else timeout_s,
                 )
             except KafkaException as exc:
                 raise _journal_error(
                     exc.args[0], f"read offsets of {topic}-{partition}", self._where
                 ) from exc
+            finally:
+                # This client never fetches: serve its queued error events here, or they pile
+                # up for as long as a broker is down.
+                meta.poll(0)
         return int(low), int(high)
+
+    def _high_watermark(self, topic: str, partition: int) -> int:
+        """The stall check's question, answered by a client that is not the one it checks."""
+        return self._watermarks(topic, partition, STALL_QUERY_TIMEOUT_S)[1]
 
     def earliest_offset(self, topic: str, partition: int = 0) -> int:
         return self._watermarks(topic, partition)[0]
@@ -303,7 +316,13 @@ class KafkaJournal(Journal):
         for p in parts:
             low, high = self._watermarks(topic, p)
             assignment.append(TopicPartition(topic, p, position.resolve(low, high)))
-        return KafkaConsumer(topic, _consumer_config(self._common), assignment, self.stall_check_s)
+        return KafkaConsumer(
+            topic,
+            _consumer_config(self._common),
+            assignment,
+            self.stall_check_s,
+            self._high_watermark,
+        )
 
     def close(self) -> None:
         if self._producer is not None:
@@ -398,13 +417,17 @@ class KafkaConsumer(Consumer):
         config: dict[str, Any],
         assignment: list[TopicPartition],
         stall_check_s: float,
+        high_watermark: Callable[[str, int], int],
     ):
+        """``high_watermark(topic, partition)``: the end offset as the broker reports it,
+        raising JournalError when the broker does not answer."""
         self.topic = topic
         self._where = f"Kafka at {config.get('bootstrap.servers')}"
         self._config = config
         self._next = {tp.partition: tp.offset for tp in assignment}
         self._consumer = self._client()
         self._stall_check_s = stall_check_s
+        self._high_watermark = high_watermark
         self._quiet_since = time.monotonic()
         #: How many times a stalled librdkafka client was replaced (observable by tests).
         self.restarts = 0
@@ -415,27 +438,32 @@ class KafkaConsumer(Consumer):
         messages = self._consumer.consume(num_messages=max_records, timeout=0)
         if not messages:
             first = self._consumer.poll(timeout_s)
-            if first is None:
-                if time.monotonic() - self._quiet_since >= self._stall_check_s:
-                    self._check_stall()
-                return []
-            messages = [first]
-            if max_records > 1:
-                messages.extend(self._consumer.consume(num_messages=max_records - 1, timeout=0))
-        # Error events (not records) are rare: find them in one pass, handle them apart.
-        failed = [msg for msg in messages if msg.error() is not None]
-        if failed:
-            for msg in failed:
-                err: KafkaError = msg.error()  # type: ignore[assignment]
-                if err.fatal():
-                    # Before the positions move: the records of this batch are read again
-                    # by a consumer started at positions().
-                    raise _journal_error(err, f"consume {self.topic}", self._where)
-                log.warning("consumer of %s: %s", self.topic, err)
-            messages = [msg for msg in messages if msg.error() is None]
-        self._advance(messages)
-        self._quiet_since = time.monotonic()
-        return list(map(KafkaRecord, messages))
+            if first is not None:
+                messages = [first]
+                if max_records > 1:
+                    more = self._consumer.consume(num_messages=max_records - 1, timeout=0)
+                    messages.extend(more)
+        if messages:
+            # Error events (not records) are rare: find them in one pass, handle them apart.
+            failed = [msg for msg in messages if msg.error() is not None]
+            if failed:
+                for msg in failed:
+                    err: KafkaError = msg.error()  # type: ignore[assignment]
+                    if err.fatal():
+                        # Before the positions move: the records of this batch are read again
+                        # by a consumer started at positions().
+                        raise _journal_error(err, f"consume {self.topic}", self._where)
+                    log.warning("consumer of %s: %s", self.topic, err)
+                messages = [msg for msg in messages if msg.error() is None]
+        if messages:
+            self._advance(messages)
+            self._quiet_since = time.monotonic()
+            return list(map(KafkaRecord, messages))
+        # Only records count as progress: a client that reports errors and never fetches is
+        # as stalled as a silent one.
+        if time.monotonic() - self._quiet_since >= self._stall_check_s:
+            self._check_stall()
+        return []
 
     def _check_stall(self) -> None:
         """Replace the librdkafka client if records wait beyond positions it does not fetch."""
@@ -443,11 +471,15 @@ class KafkaConsumer(Consumer):
         waiting = {}
         for partition, position in self._next.items():
             try:
-                _, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(self.topic, partition), timeout=STALL_QUERY_TIMEOUT_S
+                high = self._high_watermark(self.topic, partition)
+            except JournalError as exc:
+                log.info(
+                    "consumer of %s received nothing for %.0f s; cannot check for a stall: %s",
+                    self.topic,
+                    self._stall_check_s,
+                    exc,
                 )
-            except KafkaException:
-                return  # the broker does not answer: nothing to decide yet
+                return  # nothing to decide before the broker answers
             if high > position:
                 waiting[partition] = high - position
         if not waiting:
@@ -460,8 +492,11 @@ class KafkaConsumer(Consumer):
             waiting,
             self._next,
         )
-        self._consumer.close()
-        self._consumer = self._client()
+        stalled, self._consumer = self._consumer, self._client()
+        # Closed aside: closing a client in an unknown state must not hold up the new one.
+        threading.Thread(
+            target=stalled.close, name=f"close-stalled-{self.topic}", daemon=True
+        ).start()
         self.restarts += 1
 
     def _client(self) -> RdConsumer:

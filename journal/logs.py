@@ -3,13 +3,19 @@
 ``SCD_LOG_FORMAT=json`` writes one JSON object per line with the standard fields plus the
 structured ones scd attaches to its records (``agent``, ``pkg_id``, ``offset``, ...), for log
 pipelines; the default is a readable text line. ``SCD_LOG_LEVEL`` sets the level (INFO).
+
+``kill -USR1 <pid>`` makes a daemon write the stack of every thread to standard error (the
+log), to see where a daemon that looks stuck is waiting, without stopping it.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import os
+import signal
+import sys
 from typing import Any
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
@@ -46,3 +52,11 @@ def configure_logging(default_level: str = "INFO") -> None:
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     root.addHandler(handler)
     root.setLevel(os.environ.get("SCD_LOG_LEVEL", default_level).upper())
+
+
+def enable_stack_dumps() -> None:
+    """On SIGUSR1, write every thread's stack to standard error and carry on."""
+    # The process's own standard error (file descriptor 2), even where sys.stderr was replaced
+    # by an object without a descriptor (an embedding host, a test harness).
+    if sys.__stderr__ is not None:
+        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)

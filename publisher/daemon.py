@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from blobstore import BlobStoreSettings, open_blob_store
 from journal.errors import ConfigError, ScdError
 from journal.factory import open_journal
-from journal.logs import configure_logging
+from journal.logs import configure_logging, enable_stack_dumps
 from journal.settings import JournalSettings
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
@@ -63,6 +63,7 @@ def _after_server_exit(signum: int, _frame: FrameType | None) -> None:
 
 def main() -> int:
     configure_logging()
+    enable_stack_dumps()
     try:
         settings = PublisherSettings()
         journal_settings = JournalSettings()

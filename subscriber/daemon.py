@@ -17,7 +17,7 @@ from types import FrameType
 from blobstore.factory import open_blob_store
 from journal.errors import ConfigError, ScdError
 from journal.factory import open_journal
-from journal.logs import configure_logging
+from journal.logs import configure_logging, enable_stack_dumps
 from journal.topics import topic_specs
 from subscriber.agent import SubscriberAgent
 from subscriber.http import HealthServer
@@ -89,6 +89,7 @@ def run(settings: SubscriberSettings) -> int:
 
 def main() -> int:
     configure_logging()
+    enable_stack_dumps()
     try:
         settings = SubscriberSettings()
     except (ValueError, ConfigError) as exc:

@@ -150,6 +150,11 @@ class Daemon:
                 self.kill()
         return self.wait(GROUP_EXIT_TIMEOUT_S)
 
+    def dump_stacks(self) -> None:
+        """Have a running daemon write every thread's stack to its log (SIGUSR1)."""
+        if self.alive:
+            self.signal(signal.SIGUSR1)
+
     def log_tail(self, lines: int = 40) -> str:
         try:
             text = self.log_path.read_text(errors="replace").splitlines()

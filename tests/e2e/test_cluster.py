@@ -88,6 +88,8 @@ QUEUES_P99_LIMIT_S = 0.050
 ANNOUNCE_INTERVAL_S = "2"
 VIEW_REFRESH_S = "0.5"
 TEST_TIMEOUT_S = 1500
+# Log lines shown of a subscriber that did not converge: enough for its thread stacks.
+STACK_DUMP_LINES = 150
 
 
 def summary(capsys: pytest.CaptureFixture[str], text: str) -> None:
@@ -222,7 +224,15 @@ def wait_converged(cluster: Cluster, timeout_s: float = CONVERGE_TIMEOUT_S) -> i
                     f"{name} exited\n" + cluster.subscribers[name].daemon.log_tail()
                 )
         time.sleep(1.0)
-    tails = "\n".join(s.daemon.log_tail(15) for s in cluster.subscribers.values())
+    # Where the ones behind wait: their thread stacks at the end of their logs.
+    behind = [cluster.subscribers[n].daemon for n in names if state["offsets"][n] != last]
+    for daemon in behind:
+        daemon.dump_stacks()
+    time.sleep(1.0)
+    tails = "\n".join(
+        s.daemon.log_tail(STACK_DUMP_LINES if s.daemon in behind else 15)
+        for s in cluster.subscribers.values()
+    )
     raise AssertionError(
         f"not converged on offset {last} within {timeout_s:.0f} s: {state}\n{tails}"
     )

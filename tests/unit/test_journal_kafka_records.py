@@ -8,6 +8,7 @@ and handles error events as before.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -58,12 +59,22 @@ class ScriptedClient:
         pass
 
 
+def _no_stall_check(topic: str, partition: int) -> int:
+    raise AssertionError("these polls never stay quiet long enough for a stall check")
+
+
 def scripted_consumer(
-    monkeypatch: pytest.MonkeyPatch, start: dict[int, int], *batches: list[Message]
+    monkeypatch: pytest.MonkeyPatch,
+    start: dict[int, int],
+    *batches: list[Message],
+    stall_check_s: float = STALL_CHECK_S,
+    high_watermark: Callable[[str, int], int] = _no_stall_check,
 ) -> KafkaConsumer:
     monkeypatch.setattr(kafka, "RdConsumer", ScriptedClient)
     assignment = [TopicPartition(TOPIC, p, o) for p, o in start.items()]
-    consumer = KafkaConsumer(TOPIC, {"bootstrap.servers": "unused:9092"}, assignment, STALL_CHECK_S)
+    consumer = KafkaConsumer(
+        TOPIC, {"bootstrap.servers": "unused:9092"}, assignment, stall_check_s, high_watermark
+    )
     client = consumer._consumer
     assert isinstance(client, ScriptedClient)
     client.batches.extend(batches)
@@ -142,3 +153,26 @@ def test_fatal_error_raises_before_positions_move(monkeypatch: pytest.MonkeyPatc
         consumer.poll(0.1)
     # The batch's records were not handed out: a consumer started here reads them again.
     assert consumer.positions() == {0: 0}
+
+
+def test_error_events_alone_do_not_count_as_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that only reports errors while records wait is stalled: it is replaced."""
+    consumer = scripted_consumer(
+        monkeypatch,
+        {0: 3},
+        [error_event(fatal=False)],
+        stall_check_s=0.0,
+        high_watermark=lambda topic, partition: 8,
+    )
+    assert consumer.poll(0.1) == []
+    assert consumer.restarts == 1
+    assert consumer.positions() == {0: 3}
+
+
+def test_no_restart_when_the_broker_cannot_say(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unanswered(topic: str, partition: int) -> int:
+        raise JournalError("no answer")
+
+    consumer = scripted_consumer(monkeypatch, {0: 3}, stall_check_s=0.0, high_watermark=unanswered)
+    assert consumer.poll(0.1) == []
+    assert consumer.restarts == 0

@@ -1,9 +1,13 @@
-"""JSON log lines carry the structured fields passed with extra=."""
+"""JSON log lines carry the structured fields passed with extra=; SIGUSR1 dumps stacks."""
 
 from __future__ import annotations
 
 import json
 import logging
+import signal
+import subprocess
+import sys
+import time
 
 from journal.logs import JsonFormatter
 
@@ -18,3 +22,37 @@ def test_json_lines_carry_extras() -> None:
     assert line["message"] == "committed 7"
     assert line["agent"] == "sub-1" and line["offset"] == 7
     assert line["logger"] == "subscriber.agent" and line["level"] == "INFO"
+
+
+def test_sigusr1_writes_every_thread_stack_and_the_process_goes_on() -> None:
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, threading, time\n"
+            "from journal.logs import enable_stack_dumps\n"
+            "enable_stack_dumps()\n"
+            "def parked_worker(): time.sleep(60)\n"
+            "threading.Thread(target=parked_worker, daemon=True).start()\n"
+            "print('ready', flush=True)\n"
+            "line = sys.stdin.readline()\n"
+            "print('still running:', line.strip(), flush=True)\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stdin is not None
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGUSR1)
+        time.sleep(0.5)
+        child.stdin.write("yes\n")
+        child.stdin.flush()
+        out, err = child.communicate(timeout=10)
+    finally:
+        child.kill()
+    assert out.strip() == "still running: yes"
+    assert "parked_worker" in err, err
+    assert "Current thread" in err and "in <module>" in err, err
