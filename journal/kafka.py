@@ -66,6 +66,11 @@ NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 # question goes through the journal's own metadata client. 30 s is far above a healthy fetch
 # round trip (fetch.wait.max.ms is 500 ms) and bounds such a stall to well under a minute.
 STALL_CHECK_S = 30.0
+# Records found waiting are only a suspicion: a client that lost the broker reconnects with a
+# back-off of up to librdkafka's reconnect.backoff.max.ms (10 s), so it may be about to fetch.
+# The client is replaced when the records still wait this much later (or one check interval,
+# if that is shorter) and it has fetched nothing in between.
+STALL_CONFIRM_S = 10.0
 # How long the stall check waits for the broker's offsets: short, as it runs inside poll();
 # a broker that does not answer in time is simply checked again later.
 STALL_QUERY_TIMEOUT_S = 2.0
@@ -429,6 +434,8 @@ class KafkaConsumer(Consumer):
         self._stall_check_s = stall_check_s
         self._high_watermark = high_watermark
         self._quiet_since = time.monotonic()
+        # Positions at which records were found waiting by the last check, awaiting confirmation.
+        self._suspected: dict[int, int] | None = None
         #: How many times a stalled librdkafka client was replaced (observable by tests).
         self.restarts = 0
 
@@ -483,12 +490,17 @@ class KafkaConsumer(Consumer):
             if high > position:
                 waiting[partition] = high - position
         if not waiting:
+            self._suspected = None
             return
+        if self._suspected != self._next:  # first sight: give the client time to fetch them
+            self._suspected = dict(self._next)
+            self._quiet_since -= self._stall_check_s - min(STALL_CONFIRM_S, self._stall_check_s)
+            return
+        self._suspected = None
         log.warning(
-            "consumer of %s received nothing for %.0f s though records wait (per partition: %s);"
+            "consumer of %s fetched nothing though records wait (per partition: %s);"
             " restarting its Kafka client at positions %s",
             self.topic,
-            self._stall_check_s,
             waiting,
             self._next,
         )

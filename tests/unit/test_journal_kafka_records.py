@@ -165,8 +165,25 @@ def test_error_events_alone_do_not_count_as_progress(monkeypatch: pytest.MonkeyP
         high_watermark=lambda topic, partition: 8,
     )
     assert consumer.poll(0.1) == []
+    assert consumer.restarts == 0, "records found waiting once are only a suspicion"
+    assert consumer.poll(0.1) == []
     assert consumer.restarts == 1
     assert consumer.positions() == {0: 3}
+
+
+def test_records_fetched_after_the_suspicion_clear_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that was only reconnecting fetches before the confirmation: not restarted."""
+    high = 8
+    consumer = scripted_consumer(
+        monkeypatch, {0: 3}, stall_check_s=0.0, high_watermark=lambda topic, partition: high
+    )
+    assert consumer.poll(0.1) == [] and consumer.restarts == 0  # suspected at position 3
+    client = consumer._consumer
+    assert isinstance(client, ScriptedClient)
+    client.batches.append([message(0, offset) for offset in range(3, 8)])
+    assert [r.offset for r in consumer.poll(0.1)] == [3, 4, 5, 6, 7]
+    high = 9  # one more record waits at the new position: a new suspicion, not a confirmation
+    assert consumer.poll(0.1) == [] and consumer.restarts == 0
 
 
 def test_no_restart_when_the_broker_cannot_say(monkeypatch: pytest.MonkeyPatch) -> None:
