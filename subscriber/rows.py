@@ -18,6 +18,7 @@ blob store ``{blob_key, size, sha256, content_type}`` or small inline ``data``.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,37 @@ COLUMNS = [
     "info",
     "updated_ms",
 ]
+
+
+def rows_frame(spark: Any, rows: list[tuple[Any, ...]]) -> Any:
+    """A DataFrame of SCHEMA rows (as ``node_row``/``bookkeeping_row`` build them), handed to
+    the JVM as one Arrow table.
+
+    Rows given as Python objects would be unpickled by a Python worker inside the write's task:
+    that costs 0.3 s of a 0.7 s two-row commit, while the JVM reads the Arrow table directly
+    (0.4 s for the same commit; equal times for commits of thousands of rows).
+    """
+    import pyarrow as pa
+
+    schema = _arrow_schema()
+    arrays = []
+    for index, column_field in enumerate(schema):
+        column = [row[index] for row in rows]
+        if pa.types.is_map(column_field.type):  # Arrow builds maps from (key, value) pairs
+            column = [None if v is None else list(v.items()) for v in column]
+        arrays.append(pa.array(column, type=column_field.type))
+    return spark.createDataFrame(pa.Table.from_arrays(arrays, schema=schema))
+
+
+@functools.cache
+def _arrow_schema() -> Any:
+    """SCHEMA as a pyarrow schema (parsing the DDL needs a running Spark: built on first use)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    spark_schema = StructType.fromDDL(SCHEMA)
+    assert isinstance(spark_schema, StructType)
+    return to_arrow_schema(spark_schema)
 
 
 def bookkeeping_key(offset: int) -> str:

@@ -37,10 +37,10 @@ from subscriber.rows import (
     KIND_NODE,
     KIND_OFFSET,
     KIND_STATUS,
-    SCHEMA,
     StoredNode,
     bookkeeping_row,
     node_row,
+    rows_frame,
     rows_selected,
 )
 
@@ -74,17 +74,6 @@ class ContentStore:
         self.location = location
         self.paths: set[str] = set()
         self.state: StoreState | None = None
-        self._types: dict[str, Any] = {}
-
-    def _frame(self, rows: list[tuple[Any, ...]], ddl: str) -> Any:
-        """A DataFrame of rows this module built: the parsed schema is reused and the rows are
-        not re-verified against it (verification costs more than the commit's Python work)."""
-        schema = self._types.get(ddl)
-        if schema is None:
-            from pyspark.sql.types import DataType
-
-            schema = self._types[ddl] = DataType.fromDDL(ddl)
-        return self.spark.createDataFrame(rows, schema, verifySchema=False)
 
     # ------------------------------------------------------------------ lifecycle
     def exists(self) -> bool:
@@ -151,7 +140,7 @@ class ContentStore:
     ) -> None:
         """Write rows in one commit: appended, or replacing the rows ``replace_where`` selects
         (which must also select every written row; Delta checks it)."""
-        frame = self._frame(rows, SCHEMA)
+        frame = rows_frame(self.spark, rows)
         if len(rows) < SINGLE_TASK_ROWS:
             frame = frame.coalesce(1)
         writer = frame.write.format("delta").partitionBy("kind")

@@ -11,6 +11,7 @@ import pytest
 
 from journal.wire.messages import Status
 from subscriber.changes import new_change_set
+from subscriber.rows import SCHEMA, rows_frame
 from subscriber.store import ContentStore
 from tests.subscriber.packages import add, delete, node
 
@@ -134,3 +135,18 @@ def test_a_commit_that_errs_after_landing_counts_as_committed(
     with pytest.raises(RuntimeError, match="refused"):
         store.commit(new_change_set(store.paths, [add(1, "/f", node("/f", v="1"))]))
     assert store.committed_offset() == 0 and store.paths == {"/e"}
+
+
+def test_the_table_has_the_declared_schema(spark: Any, tmp_path: Path) -> None:
+    """Rows reach Spark as an Arrow table: the frame has SCHEMA exactly, the table its types."""
+    from pyspark.sql.types import StructType
+
+    store = ContentStore(spark, str(tmp_path / "store"))
+    store.open()
+    store.commit(new_change_set(store.paths, [add(0, "/a", node("/a", title="A", data=b"\x01"))]))
+    declared = StructType.fromDDL(SCHEMA)
+    assert isinstance(declared, StructType)
+    assert rows_frame(spark, []).schema == declared
+    table = spark.read.format("delta").load(store.location)
+    # Spark's file writers store every column as nullable; the types are the declared ones.
+    assert [(f.name, f.dataType) for f in table.schema] == [(f.name, f.dataType) for f in declared]
