@@ -174,9 +174,7 @@ class SmallCommits:
         self.append_path = str(work_dir / f"small-append-{suffix}")
         self.merge_path = str(work_dir / f"small-merge-{suffix}")
         for path in (self.append_path, self.merge_path):
-            rows_frame(spark, self._rows(0)).write.format("delta").partitionBy(
-                "kind"
-            ).save(path)
+            rows_frame(spark, self._rows(0)).write.format("delta").partitionBy("kind").save(path)
         self._table = DeltaTable.forPath(spark, self.merge_path)
         self.append_s: list[float] = []
         self.merge_s: list[float] = []
@@ -189,9 +187,9 @@ class SmallCommits:
     def measure(self, count: int) -> None:
         for i in range(count):
             started = time.perf_counter()
-            rows_frame(self.spark, self._rows(i)).write.format("delta").mode(
-                "append"
-            ).save(self.append_path)
+            rows_frame(self.spark, self._rows(i)).write.format("delta").mode("append").save(
+                self.append_path
+            )
             self.append_s.append(time.perf_counter() - started)
             started = time.perf_counter()
             source = rows_frame(self.spark, self._rows(i))
