@@ -31,53 +31,44 @@ from typing import Any
 from urllib.parse import urlsplit
 
 
-@dataclass
-class KafkaService:
-    """A reachable Kafka broker."""
+@dataclass(kw_only=True)
+class Service:
+    """A reachable server; tests may stop and start it when it was given the means."""
 
-    bootstrap: str
     origin: str  # "env", "testcontainers" or "native"
     _stop: Callable[[], None] | None = field(default=None, repr=False)
     _start: Callable[[], None] | None = field(default=None, repr=False)
 
     @property
     def restartable(self) -> bool:
-        """True when tests may stop and start the broker (fault-injection tests need it)."""
+        """True when tests may stop and start the server (fault-injection tests need it)."""
         return self._stop is not None and self._start is not None
 
     def stop(self) -> None:
-        assert self._stop is not None, "this Kafka service cannot be stopped by tests"
+        assert self._stop is not None, f"this {type(self).__name__} cannot be stopped by tests"
         self._stop()
 
     def start(self) -> None:
         """Start again after stop(), on the same address and data (returns when ready)."""
-        assert self._start is not None, "this Kafka service cannot be started by tests"
+        assert self._start is not None, f"this {type(self).__name__} cannot be started by tests"
         self._start()
 
 
 @dataclass
-class S3Service:
+class KafkaService(Service):
+    """A reachable Kafka broker."""
+
+    bootstrap: str
+
+
+@dataclass
+class S3Service(Service):
     """A reachable S3-compatible server."""
 
     endpoint_url: str
     access_key: str
     secret_key: str
     region: str
-    origin: str
-    _stop: Callable[[], None] | None = field(default=None, repr=False)
-    _start: Callable[[], None] | None = field(default=None, repr=False)
-
-    @property
-    def restartable(self) -> bool:
-        return self._stop is not None and self._start is not None
-
-    def stop(self) -> None:
-        assert self._stop is not None, "this S3 service cannot be stopped by tests"
-        self._stop()
-
-    def start(self) -> None:
-        assert self._start is not None, "this S3 service cannot be started by tests"
-        self._start()
 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -241,12 +232,12 @@ def provide_kafka() -> Iterator[KafkaService]:
             env = {**os.environ, "SCD_KAFKA_PORT": _local_port(bootstrap, "SCD_KAFKA_PORT")}
             yield KafkaService(
                 bootstrap,
-                "env",
+                origin="env",
                 _stop=_script_action("kafka.sh", "stop", env),
                 _start=_script_action("kafka.sh", "start", env),
             )
         else:
-            yield KafkaService(bootstrap, "env")
+            yield KafkaService(bootstrap, origin="env")
     elif docker_available():
         with _kafka_container() as service:
             yield service
@@ -276,7 +267,7 @@ def _kafka_container() -> Iterator[KafkaService]:
             container.get_wrapped_container().unpause()
             _wait_until(lambda: _kafka_answers(bootstrap), f"Kafka container at {bootstrap}")
 
-        yield KafkaService(bootstrap, "testcontainers", _stop=stop, _start=start)
+        yield KafkaService(bootstrap, origin="testcontainers", _stop=stop, _start=start)
     finally:
         _unpause_and_stop(container)
 
@@ -289,7 +280,7 @@ def _native_kafka() -> Iterator[KafkaService]:
     try:
         yield KafkaService(
             bootstrap,
-            "native",
+            origin="native",
             _stop=_script_action("kafka.sh", "stop", os.environ),
             _start=_script_action("kafka.sh", "start", os.environ),
         )
@@ -331,12 +322,12 @@ def provide_s3() -> Iterator[S3Service]:
                 access_key,
                 secret_key,
                 region,
-                "env",
+                origin="env",
                 _stop=_script_action("s3.sh", "stop", env),
                 _start=_script_action("s3.sh", "start", env),
             )
         else:
-            yield S3Service(endpoint, access_key, secret_key, region, "env")
+            yield S3Service(endpoint, access_key, secret_key, region, origin="env")
     elif docker_available():
         with _minio_container() as service:
             yield service
@@ -379,7 +370,13 @@ def _minio_container() -> Iterator[S3Service]:
             _wait_until(answers, f"MinIO container at {endpoint}")
 
         yield S3Service(
-            endpoint, access_key, secret_key, region, "testcontainers", _stop=stop, _start=start
+            endpoint,
+            access_key,
+            secret_key,
+            region,
+            origin="testcontainers",
+            _stop=stop,
+            _start=start,
         )
     finally:
         _unpause_and_stop(container)
@@ -396,7 +393,7 @@ def _native_s3() -> Iterator[S3Service]:
             settings["SCD_TEST_S3_ACCESS_KEY"],
             settings["SCD_TEST_S3_SECRET_KEY"],
             settings["SCD_TEST_S3_REGION"],
-            "native",
+            origin="native",
             _stop=_script_action("s3.sh", "stop", os.environ),
             _start=_script_action("s3.sh", "start", os.environ),
         )
