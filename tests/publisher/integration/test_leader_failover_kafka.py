@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
+from confluent_kafka import ConsumerGroupState
+from confluent_kafka.admin import AdminClient
 
 from journal.api import Position
 from journal.kafka import KafkaJournal
@@ -145,6 +147,16 @@ def test_killing_the_leader_moves_events_to_the_other_without_duplicates_or_gaps
         leaders = [p for p in publishers if p.process.poll() is None and p.get("/agent")["leader"]]
         return leaders[0] if len(leaders) == 1 else None
 
+    # Both publishers must be members before the leader is picked: a publisher that joins the
+    # group later triggers a rebalance, which may move leadership (correctly) mid-test.
+    admin = AdminClient({"bootstrap.servers": kafka_service.bootstrap})
+    group = f"scd-publisher-leader-{unique_name}"
+
+    def both_members() -> bool:
+        found = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+        return found.state == ConsumerGroupState.STABLE and len(found.members) == len(publishers)
+
+    wait_for(both_members, TAKEOVER_TIMEOUT_S, "both publishers in the leader group")
     first_leader: Publisher = wait_for(leader, TAKEOVER_TIMEOUT_S, "one leader")
     follower = next(p for p in publishers if p is not first_leader)
 
