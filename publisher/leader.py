@@ -162,6 +162,11 @@ class FileLockLeadership(Leadership):
             os.close(fd)  # releases the lock
 
 
+def leader_group_id(agent_name: str) -> str:
+    """The Kafka consumer group whose members compete for the leadership of ``agent_name``."""
+    return f"scd-publisher-leader-{agent_name}"
+
+
 def make_leadership(
     journal: Journal, journal_settings: JournalSettings, settings: PublisherSettings
 ) -> Leadership:
@@ -173,7 +178,7 @@ def make_leadership(
                 **journal_settings.client_config(),
             },
             settings.leader_topic,
-            f"scd-publisher-leader-{settings.agent_name}",
+            leader_group_id(settings.agent_name),
             settings.leader_session_timeout_s,
         )
     lock = journal_settings.sqlite_path.with_name(

@@ -21,6 +21,7 @@ from journal.api import Position
 from journal.kafka import KafkaJournal
 from journal.settings import JournalSettings
 from publisher.events import distributed_event
+from publisher.leader import leader_group_id
 from tests.publisher.conftest import TOKEN
 from tests.publisher.simulate import SimulatedSubscriber
 from tests.services import REPO_ROOT, KafkaService, unique_topics
@@ -150,7 +151,7 @@ def test_killing_the_leader_moves_events_to_the_other_without_duplicates_or_gaps
     # Both publishers must be members before the leader is picked: a publisher that joins the
     # group later triggers a rebalance, which may move leadership (correctly) mid-test.
     admin = AdminClient({"bootstrap.servers": kafka_service.bootstrap})
-    group = f"scd-publisher-leader-{unique_name}"
+    group = leader_group_id(unique_name)
 
     def both_members() -> bool:
         found = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
