@@ -41,6 +41,11 @@ PACKAGE_TYPE = "scd-content"
 # stop request is noticed while the import thread sleeps.
 WAIT_STEP_S = 0.05
 
+# An idle agent checkpoints its store once this many commits were made since the last
+# checkpoint: Delta's default interval, so readers replay no longer a log than with Delta's
+# own checkpoints, which the store leaves to busy periods (store.CHECKPOINT_INTERVAL).
+IDLE_CHECKPOINT_COMMITS = 10
+
 InvalidateHook = Callable[[Sequence[str], m.PackageMessage], None]
 
 
@@ -460,14 +465,25 @@ class SubscriberAgent:
             self.store.record_clear(self._requested_clear)
 
     def _idle(self) -> None:
+        """Store housekeeping, done when a poll found nothing to import: purging sent
+        statuses, and checkpointing the Delta log (see store.CHECKPOINT_INTERVAL). A failure
+        is logged and tried again after more commits; it never stops the import thread."""
         state = self.store.state
-        if (
-            state is not None
-            and self._commits_since_purge >= self.settings.purge_every_commits
-            and not state.pending_statuses
-        ):
-            self.store.forget_statuses(state.sent_statuses_up_to)
-            self._commits_since_purge = 0
+        try:
+            if (
+                state is not None
+                and self._commits_since_purge >= self.settings.purge_every_commits
+                and not state.pending_statuses
+            ):
+                self._commits_since_purge = 0
+                self.store.forget_statuses(state.sent_statuses_up_to)
+            if self.store.commits_since_checkpoint >= IDLE_CHECKPOINT_COMMITS:
+                self.store.commits_since_checkpoint = 0
+                self.store.checkpoint()
+        except Exception:
+            log.warning(
+                "%s: store housekeeping failed; trying again later", self.name, exc_info=True
+            )
 
     # ------------------------------------------------------------------ health
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from journal.wire.messages import Status
 from subscriber.changes import new_change_set
 from subscriber.rows import SCHEMA, rows_frame
-from subscriber.store import ContentStore
+from subscriber.store import CHECKPOINT_INTERVAL, CHECKPOINT_PROPERTY, ContentStore
 from tests.subscriber.packages import add, delete, node
 
 pytestmark = pytest.mark.integration
@@ -150,3 +151,52 @@ def test_the_table_has_the_declared_schema(spark: Any, tmp_path: Path) -> None:
     table = spark.read.format("delta").load(store.location)
     # Spark's file writers store every column as nullable; the types are the declared ones.
     assert [(f.name, f.dataType) for f in table.schema] == [(f.name, f.dataType) for f in declared]
+
+
+def _checkpoint_interval(spark: Any, location: str) -> str | None:
+    from delta.tables import DeltaTable
+
+    properties = DeltaTable.forPath(spark, location).detail().first()["properties"]
+    value = properties.get(CHECKPOINT_PROPERTY)
+    return None if value is None else str(value)
+
+
+def _last_checkpoint(location: str) -> int | None:
+    marker = Path(location) / "_delta_log" / "_last_checkpoint"
+    return int(json.loads(marker.read_text())["version"]) if marker.exists() else None
+
+
+def test_checkpoints_come_from_the_store_not_every_tenth_commit(spark: Any, tmp_path: Path) -> None:
+    """A new table checkpoints every CHECKPOINT_INTERVAL commits; ``checkpoint()`` writes one of
+    the latest version when the agent asks for it."""
+    from delta.tables import DeltaTable
+
+    store = ContentStore(spark, str(tmp_path / "store"))
+    store.open()
+    assert _checkpoint_interval(spark, store.location) == str(CHECKPOINT_INTERVAL)
+    for offset in range(12):  # past Delta's default interval of 10
+        store.commit(new_change_set(store.paths, [add(offset, f"/c{offset}", node(f"/c{offset}"))]))
+    assert _last_checkpoint(store.location) is None
+    assert store.commits_since_checkpoint == 13  # the instance row, then 12 imports
+
+    store.checkpoint()
+    latest = DeltaTable.forPath(spark, store.location).history(1).first()["version"]
+    assert _last_checkpoint(store.location) == latest
+    assert store.commits_since_checkpoint == 0
+    assert len(ContentStore(spark, store.location).nodes("/")) == 12
+
+
+def test_an_existing_table_gets_the_interval_unless_its_owner_chose_one(
+    spark: Any, tmp_path: Path
+) -> None:
+    bare = str(tmp_path / "bare")
+    rows_frame(spark, []).write.format("delta").partitionBy("kind").save(bare)
+    ContentStore(spark, bare).open()
+    assert _checkpoint_interval(spark, bare) == str(CHECKPOINT_INTERVAL)
+
+    chosen = str(tmp_path / "chosen")
+    rows_frame(spark, []).write.format("delta").partitionBy("kind").option(
+        CHECKPOINT_PROPERTY, "7"
+    ).save(chosen)
+    ContentStore(spark, chosen).open()
+    assert _checkpoint_interval(spark, chosen) == "7"
