@@ -156,7 +156,9 @@ def test_the_table_has_the_declared_schema(spark: Any, tmp_path: Path) -> None:
 def _checkpoint_interval(spark: Any, location: str) -> str | None:
     from delta.tables import DeltaTable
 
-    properties = DeltaTable.forPath(spark, location).detail().first()["properties"]
+    detail = DeltaTable.forPath(spark, location).detail().first()
+    assert detail is not None
+    properties = detail["properties"]
     value = properties.get(CHECKPOINT_PROPERTY)
     return None if value is None else str(value)
 
@@ -180,8 +182,8 @@ def test_checkpoints_come_from_the_store_not_every_tenth_commit(spark: Any, tmp_
     assert store.commits_since_checkpoint == 13  # the instance row, then 12 imports
 
     store.checkpoint()
-    latest = DeltaTable.forPath(spark, store.location).history(1).first()["version"]
-    assert _last_checkpoint(store.location) == latest
+    latest = DeltaTable.forPath(spark, store.location).history(1).first()
+    assert latest is not None and _last_checkpoint(store.location) == latest["version"]
     assert store.commits_since_checkpoint == 0
     assert len(ContentStore(spark, store.location).nodes("/")) == 12
 
