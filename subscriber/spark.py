@@ -23,12 +23,6 @@ def spark_config(settings: SubscriberSettings) -> dict[str, str]:
         # MERGE schedule hundreds of empty tasks.
         "spark.sql.shuffle.partitions": str(settings.spark_shuffle_partitions),
         "spark.databricks.delta.snapshotPartitions": str(settings.spark_shuffle_partitions),
-        # A commit replacing updated paths selects them with a predicate built from the very
-        # rows it writes, so Delta's check that every written row matches it is redundant; it
-        # evaluates the predicate's IN list row by row (thousands of paths in a large batch),
-        # and so does the row count of the replaced data, a metric nobody reads.
-        "spark.databricks.delta.replaceWhere.constraintCheck.enabled": "false",
-        "spark.databricks.delta.replaceWhere.dataColumns.metrics.enabled": "false",
         # The store's table is partitioned by kind (node rows and 4 kinds of bookkeeping): with
         # a writer per partition open at once, a task writes its rows as they come instead of
         # sorting them by partition first.

@@ -15,10 +15,10 @@ the time of a small commit, and the offset row already tells what was committed.
 Commits take one of two paths:
 * a batch that only creates nodes (and skips, tests, statuses) is a plain append;
 * a batch that updates or deletes existing nodes overwrites with ``replaceWhere``: the rows of
-  the paths it touches (deep deletes were already resolved to exact paths against the
-  in-memory path index) are dropped and the new rows added, in one commit. Unlike a MERGE
-  there is no join of the batch with the table: Delta selects the files holding a touched
-  path, rewrites those, and adds the batch's file.
+  the existing paths it updates or deletes (deep deletes were already resolved to exact paths
+  against the in-memory path index) are dropped and all its rows added, in one commit. Unlike
+  a MERGE there is no join of the batch with the table: Delta selects the files holding a
+  replaced path, rewrites those, and adds the batch's file.
 """
 
 from __future__ import annotations
@@ -55,6 +55,17 @@ log = logging.getLogger(__name__)
 CHECKPOINT_INTERVAL = 100
 CHECKPOINT_PROPERTY = "delta.checkpointInterval"
 
+# Session settings the store's replacing commits rely on, set by ContentStore on its session.
+# Such a commit selects only the rows that exist and change (updated and deleted paths); the
+# rows it adds for new paths and new offsets match no predicate, so Delta's check that every
+# written row matches it must be off. Listing new paths too would make the predicate several
+# times longer (it is an IN list, planned and evaluated several times per commit). The row
+# count of the replaced data is a metric nobody reads, and costs another pass.
+STORE_SESSION_CONF = {
+    "spark.databricks.delta.replaceWhere.constraintCheck.enabled": "false",
+    "spark.databricks.delta.replaceWhere.dataColumns.metrics.enabled": "false",
+}
+
 # Below this many rows a commit is written by one task: one file per partition it touches
 # instead of one per core, and no task to schedule for an empty slice. Large batches keep the
 # parallel write.
@@ -81,6 +92,8 @@ class ContentStore:
     def __init__(self, spark: Any, location: str) -> None:
         self.spark = spark
         self.location = location
+        for key, value in STORE_SESSION_CONF.items():
+            spark.conf.set(key, value)
         self.paths: set[str] = set()
         self.state: StoreState | None = None
         # Commits since this process last checkpointed the table (``checkpoint``).
@@ -223,11 +236,10 @@ class ContentStore:
         replace_where = None
         if not changes.inserts_only:
             # Updated and deleted nodes are replaced in the same commit: Delta drops the rows
-            # the predicate selects (rewriting only the files holding one) and adds ours.
-            keys: dict[str, set[str]] = {KIND_NODE: {*changes.upserts, *changes.deletes}}
-            for kind, key, *_ in books:
-                keys.setdefault(kind, set()).add(key)
-            replace_where = rows_selected(keys)
+            # the predicate selects (rewriting only the files holding one) and adds ours. New
+            # paths and the bookkeeping rows of new offsets replace nothing (STORE_SESSION_CONF).
+            replaced = {p for p in changes.upserts if p in changes.existing} | changes.deletes
+            replace_where = rows_selected({KIND_NODE: replaced})
         try:
             self._write([*rows, *books], user_metadata=meta, replace_where=replace_where)
         except Exception:
