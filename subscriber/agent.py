@@ -45,10 +45,6 @@ WAIT_STEP_S = 0.05
 # checkpoint: Delta's default interval, so readers replay no longer a log than with Delta's
 # own checkpoints, which the store leaves to busy periods (store.CHECKPOINT_INTERVAL).
 IDLE_CHECKPOINT_COMMITS = 10
-# ... and once no package came for this long. A checkpoint takes 1-3 s on a small machine; a
-# feed with shorter gaps would have packages wait behind it every 10 commits (at 2 packages/s
-# that set the p99 latency to 1.4 s), so such a feed is left to Delta's rarer checkpoints.
-IDLE_CHECKPOINT_QUIET_S = 3.0
 
 InvalidateHook = Callable[[Sequence[str], m.PackageMessage], None]
 
@@ -116,7 +112,6 @@ class SubscriberAgent:
         self._batch = settings.batch_max
         self._unstored_skips = 0
         self._commits_since_purge = 0
-        self._last_records_at = time.monotonic()  # when a poll last returned records
         self._consumer: Consumer | None = None
         self._threads: list[threading.Thread] = []
         self._commands: MessagePoller | None = None
@@ -202,7 +197,6 @@ class SubscriberAgent:
         if not records:
             self._idle()
             return 0
-        self._last_records_at = time.monotonic()
         self._import(records)
         # After a batch was split to isolate a failing package, grow back to batch_max.
         self._batch = min(self._batch * 2, self.settings.batch_max)
@@ -472,9 +466,8 @@ class SubscriberAgent:
 
     def _idle(self) -> None:
         """Store housekeeping, done when a poll found nothing to import: purging sent
-        statuses, and checkpointing the Delta log once quiet (see store.CHECKPOINT_INTERVAL).
-        A failure is logged and tried again after more commits; it never stops the import
-        thread."""
+        statuses, and checkpointing the Delta log (see store.CHECKPOINT_INTERVAL). A failure
+        is logged and tried again after more commits; it never stops the import thread."""
         state = self.store.state
         try:
             if (
@@ -484,10 +477,7 @@ class SubscriberAgent:
             ):
                 self._commits_since_purge = 0
                 self.store.forget_statuses(state.sent_statuses_up_to)
-            if (
-                self.store.commits_since_checkpoint >= IDLE_CHECKPOINT_COMMITS
-                and time.monotonic() - self._last_records_at >= IDLE_CHECKPOINT_QUIET_S
-            ):
+            if self.store.commits_since_checkpoint >= IDLE_CHECKPOINT_COMMITS:
                 self.store.commits_since_checkpoint = 0
                 self.store.checkpoint()
         except Exception:

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from journal.wire import messages as m
-from subscriber import agent as agent_module
 from subscriber.agent import IDLE_CHECKPOINT_COMMITS, SubscriberAgent
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
@@ -286,43 +285,34 @@ def test_statuses_committed_but_not_sent_are_sent_on_restart(env: Env, spark: An
     agent.stop()
 
 
-def test_a_quiet_agent_checkpoints_its_store_and_survives_a_failed_one(
+def test_an_idle_agent_checkpoints_its_store_and_survives_a_failed_one(
     env: Env, spark: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Delta's own checkpoints are rare (store.CHECKPOINT_INTERVAL); the agent writes one when
-    a poll finds nothing, IDLE_CHECKPOINT_COMMITS commits after the last and
-    IDLE_CHECKPOINT_QUIET_S after the last package. Housekeeping that fails is logged and does
-    not stop the import loop."""
+    a poll finds nothing after IDLE_CHECKPOINT_COMMITS commits. Housekeeping that fails is
+    logged and does not stop the import loop."""
     log_dir = env.tmp / "store" / "_delta_log"
-
-    def send_pages(prefix: str) -> list[int]:
-        return [
-            env.send(
-                package(
-                    f"{prefix}{i}", ADD, [(f"/{prefix}{i}", True)], site(prefix, f"/{prefix}{i}")
-                )
-            )
-            for i in range(IDLE_CHECKPOINT_COMMITS)
-        ]
+    offsets = [
+        env.send(package(f"c{i}", ADD, [(f"/c{i}", True)], site("c", f"/c{i}")))
+        for i in range(IDLE_CHECKPOINT_COMMITS)
+    ]
+    agent = env.agent(spark, batch_max=1)  # one commit per package
 
     def broken() -> None:
         raise RuntimeError("checkpoint went wrong")
 
-    offsets = send_pages("c")
-    agent = env.agent(spark, batch_max=1)  # one commit per package
-    agent.store.checkpoint = broken  # type: ignore[method-assign]
+    monkeypatch.setattr(agent.store, "checkpoint", broken)
     h.drive(agent, lambda: agent.processed_offset == offsets[-1])
     assert agent.counters.commits == IDLE_CHECKPOINT_COMMITS
-    monkeypatch.setattr(agent_module, "IDLE_CHECKPOINT_QUIET_S", 3600.0)
-    assert agent.run_once() == 0  # idle, but packages came just now: no checkpoint
-    assert "store housekeeping failed" not in caplog.text
-    monkeypatch.setattr(agent_module, "IDLE_CHECKPOINT_QUIET_S", 0.0)
-    assert agent.run_once() == 0  # quiet: the checkpoint fails, the loop goes on
+    assert agent.run_once() == 0  # idle: the checkpoint fails, the loop goes on
     assert "store housekeeping failed" in caplog.text
     assert not (log_dir / "_last_checkpoint").exists()
 
-    del agent.store.checkpoint  # the store's own method again
-    more = send_pages("d")
+    monkeypatch.undo()
+    more = [
+        env.send(package(f"d{i}", ADD, [(f"/d{i}", True)], site("d", f"/d{i}")))
+        for i in range(IDLE_CHECKPOINT_COMMITS)
+    ]
     h.drive(agent, lambda: agent.processed_offset == more[-1])
     assert not (log_dir / "_last_checkpoint").exists()  # busy: no checkpoint yet
     h.drive(agent, lambda: (log_dir / "_last_checkpoint").exists())
