@@ -60,6 +60,7 @@ class AgentCounters:
     unknown_records: int = 0
     last_batch: int = 0
     statuses_sent: int = 0
+    loop_restarts: int = 0  # import loop restarted from the stored offset after an error
     import_seconds: list[float] = field(default_factory=list)
 
 
@@ -183,10 +184,23 @@ class SubscriberAgent:
     def run(self) -> None:
         while not self._stop.is_set():
             try:
+                if self._consumer is None:
+                    self.open()
                 self.run_once()
             except JournalError as exc:
                 log.warning("%s: journal unavailable, retrying: %s", self.name, exc)
                 self._stop.wait(self.settings.poll_timeout_s)
+            except Exception:
+                # Anything else (a bug, the store failing outside an import) would lose the
+                # records polled but not imported if the loop just went on: start again from
+                # the offset in the store, as a restarted process would.
+                self.counters.loop_restarts += 1
+                self.metrics.import_loop_restarts.inc()
+                log.exception("%s: import loop failed; resuming from the stored offset", self.name)
+                if self._consumer is not None:
+                    self._consumer.close()
+                    self._consumer = None
+                self._stop.wait(self.settings.retry_initial_s)
 
     def run_once(self) -> int:
         """Poll and import one batch; returns the number of records handled."""

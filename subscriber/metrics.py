@@ -89,6 +89,12 @@ class SubscriberMetrics:
             label,
             registry=r,
         ).labels(agent)
+        self.import_loop_restarts = Counter(
+            "scd_import_loop_restarts",
+            "Times the import loop started again from the stored offset after an unexpected error",
+            label,
+            registry=r,
+        ).labels(agent)
         self.current_retries = Gauge(
             "scd_current_retries", "Retries of the package being imported", label, registry=r
         ).labels(agent)

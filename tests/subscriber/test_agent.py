@@ -320,3 +320,42 @@ def test_an_idle_agent_checkpoints_its_store_and_survives_a_failed_one(
     assert json.loads((log_dir / "_last_checkpoint").read_text())["version"] == latest
     assert agent.store.commits_since_checkpoint == 0
     agent.stop()
+
+
+def test_an_unexpected_error_in_the_loop_resumes_from_the_stored_offset(
+    env: Env, spark: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Records polled when the loop fails are not lost: the loop starts again from the offset
+    in the store and imports each of them once."""
+    offsets = [
+        env.send(package(f"u{i}", ADD, [(f"/u{i}", True)], site("u", f"/u{i}"))) for i in range(3)
+    ]
+    agent = env.agent(spark)
+    original = agent._import
+    failures: list[int] = []
+
+    def fails_once(records: list[Any]) -> None:
+        if not failures:
+            failures.append(records[0].offset)
+            raise RuntimeError("unexpected")
+        original(records)
+
+    monkeypatch.setattr(agent, "_import", fails_once)
+    agent.start()
+    try:
+        wait_for(
+            lambda: agent.processed_offset == offsets[-1], AGENT_WAIT_S, "the packages imported"
+        )
+        assert failures == [offsets[0]] and agent.counters.loop_restarts == 1
+        assert "import loop failed" in caplog.text
+        assert b'scd_import_loop_restarts_total{agent="sub"} 1.0' in agent.metrics.render()
+        assert agent.store.paths == {f"/u{i}" for i in range(3)}
+        ranges = [
+            c["metadata"]["offsets"]
+            for c in agent.store.history()
+            if c["metadata"] and "packages" in c["metadata"]
+        ]
+        covered = [o for lo, hi in ranges for o in range(lo, hi + 1)]
+        assert sorted(covered) == offsets  # each package once
+    finally:
+        agent.stop()
