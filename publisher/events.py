@@ -133,6 +133,10 @@ class DistributedEvents:
             self.last_offset = low
             log.info("distributed events start after offset %d", low)
             return 0
+        # A subscriber can be ahead of this instance's cache (it reads the package topic
+        # itself): events go only up to what the cache has read, the rest on a later tick.
+        # Sending up to ``low`` would mark packages the cache has not seen yet as done.
+        low = min(low, self.cache.next_offset - 1)
         if low <= self.last_offset:
             return 0
         self.cache.ensure(self.last_offset + 1)
