@@ -492,7 +492,6 @@ class SubscriberAgent:
                 self._commits_since_purge = 0
                 self.store.forget_statuses(state.sent_statuses_up_to)
             if self.store.commits_since_checkpoint >= IDLE_CHECKPOINT_COMMITS:
-                self.store.commits_since_checkpoint = 0
                 self.store.checkpoint()
         except Exception:
             log.warning(

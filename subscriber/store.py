@@ -88,6 +88,13 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _write_checkpoint(spark: Any, location: str) -> None:
+    """Delta has no public API for a checkpoint; this calls its DeltaLog (delta-spark 4.0)
+    through the JVM gateway."""
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location).checkpoint()
+
+
 class ContentStore:
     def __init__(self, spark: Any, location: str) -> None:
         self.spark = spark
@@ -204,14 +211,12 @@ class ContentStore:
 
     def checkpoint(self) -> None:
         """Write a Delta checkpoint of the table's latest version: readers (and commits that
-        replace rows) then replay the log from here. Delta has no public API for it; this calls
-        its DeltaLog (delta-spark 4.0) through the JVM gateway."""
-        jvm = self.spark.sparkContext._jvm
-        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
-            self.spark._jsparkSession, self.location
-        )
-        delta_log.checkpoint()
-        self.commits_since_checkpoint = 0
+        replace rows) then replay the log from here."""
+        try:
+            _write_checkpoint(self.spark, self.location)
+        finally:
+            # Also after a failure: the next try comes after as many commits again.
+            self.commits_since_checkpoint = 0
 
     def commit(self, changes: ChangeSet) -> None:
         """Apply a batch: content, offset and statuses in one Delta commit."""

@@ -3,6 +3,7 @@ the journal (inline or spilled to the blob store), and waiting helpers."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -24,6 +25,12 @@ from subscriber.settings import SubscriberSettings
 from tests.services import KafkaService, S3Service, unique_topics
 
 PUB = "publish"
+
+
+def last_checkpoint(location: str | Path) -> int | None:
+    """Version of the table's last Delta checkpoint (None before the first)."""
+    marker = Path(location) / "_delta_log" / "_last_checkpoint"
+    return int(json.loads(marker.read_text())["version"]) if marker.exists() else None
 
 
 def journal_settings(kafka: KafkaService | None, prefix: str, tmp: Path) -> JournalSettings:

@@ -3,13 +3,13 @@ Sling scenarios 2, 5, 6, 7, 8 and garbage on the package topic."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from typing import Any
 
 import pytest
 
 from journal.wire import messages as m
+from subscriber import store as store_module
 from subscriber.agent import IDLE_CHECKPOINT_COMMITS, SubscriberAgent
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
@@ -291,22 +291,23 @@ def test_an_idle_agent_checkpoints_its_store_and_survives_a_failed_one(
     """Delta's own checkpoints are rare (store.CHECKPOINT_INTERVAL); the agent writes one when
     a poll finds nothing after IDLE_CHECKPOINT_COMMITS commits. Housekeeping that fails is
     logged and does not stop the import loop."""
-    log_dir = env.tmp / "store" / "_delta_log"
+    store = env.tmp / "store"
     offsets = [
         env.send(package(f"c{i}", ADD, [(f"/c{i}", True)], site("c", f"/c{i}")))
         for i in range(IDLE_CHECKPOINT_COMMITS)
     ]
     agent = env.agent(spark, batch_max=1)  # one commit per package
 
-    def broken() -> None:
+    def broken(spark: Any, location: str) -> None:
         raise RuntimeError("checkpoint went wrong")
 
-    monkeypatch.setattr(agent.store, "checkpoint", broken)
+    monkeypatch.setattr(store_module, "_write_checkpoint", broken)
     h.drive(agent, lambda: agent.processed_offset == offsets[-1])
     assert agent.counters.commits == IDLE_CHECKPOINT_COMMITS
     assert agent.run_once() == 0  # idle: the checkpoint fails, the loop goes on
     assert "store housekeeping failed" in caplog.text
-    assert not (log_dir / "_last_checkpoint").exists()
+    assert h.last_checkpoint(store) is None
+    assert agent.store.commits_since_checkpoint == 0  # the next try after as many commits
 
     monkeypatch.undo()
     more = [
@@ -314,10 +315,10 @@ def test_an_idle_agent_checkpoints_its_store_and_survives_a_failed_one(
         for i in range(IDLE_CHECKPOINT_COMMITS)
     ]
     h.drive(agent, lambda: agent.processed_offset == more[-1])
-    assert not (log_dir / "_last_checkpoint").exists()  # busy: no checkpoint yet
-    h.drive(agent, lambda: (log_dir / "_last_checkpoint").exists())
-    latest = max(int(p.stem) for p in log_dir.glob("*.json"))
-    assert json.loads((log_dir / "_last_checkpoint").read_text())["version"] == latest
+    assert h.last_checkpoint(store) is None  # busy: no checkpoint yet
+    h.drive(agent, lambda: h.last_checkpoint(store) is not None)
+    latest = max(int(p.stem) for p in (store / "_delta_log").glob("*.json"))
+    assert h.last_checkpoint(store) == latest
     assert agent.store.commits_since_checkpoint == 0
     agent.stop()
 

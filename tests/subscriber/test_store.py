@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from journal.wire.messages import Status
 from subscriber.changes import new_change_set
 from subscriber.rows import SCHEMA, rows_frame
 from subscriber.store import CHECKPOINT_INTERVAL, CHECKPOINT_PROPERTY, ContentStore
+from tests.subscriber.harness import last_checkpoint
 from tests.subscriber.packages import add, delete, node
 
 pytestmark = pytest.mark.integration
@@ -163,11 +163,6 @@ def _checkpoint_interval(spark: Any, location: str) -> str | None:
     return None if value is None else str(value)
 
 
-def _last_checkpoint(location: str) -> int | None:
-    marker = Path(location) / "_delta_log" / "_last_checkpoint"
-    return int(json.loads(marker.read_text())["version"]) if marker.exists() else None
-
-
 def test_checkpoints_come_from_the_store_not_every_tenth_commit(spark: Any, tmp_path: Path) -> None:
     """A new table checkpoints every CHECKPOINT_INTERVAL commits; ``checkpoint()`` writes one of
     the latest version when the agent asks for it."""
@@ -178,12 +173,12 @@ def test_checkpoints_come_from_the_store_not_every_tenth_commit(spark: Any, tmp_
     assert _checkpoint_interval(spark, store.location) == str(CHECKPOINT_INTERVAL)
     for offset in range(12):  # past Delta's default interval of 10
         store.commit(new_change_set(store.paths, [add(offset, f"/c{offset}", node(f"/c{offset}"))]))
-    assert _last_checkpoint(store.location) is None
+    assert last_checkpoint(store.location) is None
     assert store.commits_since_checkpoint == 13  # the instance row, then 12 imports
 
     store.checkpoint()
     latest = DeltaTable.forPath(spark, store.location).history(1).first()
-    assert latest is not None and _last_checkpoint(store.location) == latest["version"]
+    assert latest is not None and last_checkpoint(store.location) == latest["version"]
     assert store.commits_since_checkpoint == 0
     assert len(ContentStore(spark, store.location).nodes("/")) == 12
 
