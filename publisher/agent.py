@@ -35,6 +35,7 @@ from publisher.queue_cache import QueueCache
 from publisher.queues import Queues, QueueSummary
 from publisher.settings import PublisherSettings
 from publisher.spill import PackageSpill
+from publisher.throttle import Throttle
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,11 @@ class PublisherAgent:
             agent_name=settings.agent_name,
             instance_id=settings.instance_id,
             metrics=self.metrics,
+            throttle=self.hold_back,
         )
+        self.throttle = Throttle(settings.throttle_queue_limit, settings.throttle_max_delay_s)
+        # Largest queue of an alive editable subscriber, as of the last maintenance pass.
+        self.throttle_queue_size = 0
         self.cache = QueueCache(
             journal,
             topics.package,
@@ -280,9 +285,27 @@ class PublisherAgent:
         keep_from = min(needed) if needed else self.cache.next_offset
         return self.cache.recycle(keep_from)
 
+    def hold_back(self) -> float:
+        """Hold a distribute request back as long as throttling asks; returns the delay."""
+        delay = self.throttle.delay_s(self.throttle_queue_size)
+        if delay > 0:
+            self.metrics.throttled_requests.inc()
+            log.info(
+                "distribute request held back %.1f s: an editable subscriber queue holds %d items",
+                delay,
+                self.throttle_queue_size,
+            )
+            self._stop.wait(delay)
+        return delay
+
     def update_metrics(self) -> list[QueueSummary]:
         summaries = self.queues.summaries()
         m = self.metrics
+        self.throttle_queue_size = max(
+            (s.size for s in summaries if s.subscriber.editable), default=0
+        )
+        m.throttle_queue_size.set(self.throttle_queue_size)
+        m.throttle_delay.set(self.throttle.delay_s(self.throttle_queue_size))
         m.subscriber_count.set(len(summaries))
         m.queue_size.clear()
         m.queue_lag.clear()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from journal.api import Journal
@@ -43,6 +43,7 @@ class DistributeResult:
     deep_paths: list[str]
     node_count: int
     binaries_referenced: int
+    throttled_s: float  # how long the request was held back before it was built
 
 
 class Distributor:
@@ -56,7 +57,10 @@ class Distributor:
         agent_name: str,
         instance_id: str,
         metrics: PublisherMetrics,
+        throttle: Callable[[], float] = lambda: 0.0,
     ) -> None:
+        """``throttle`` holds a request back as long as throttling asks (publisher/throttle.py)
+        and returns how long that was."""
         self.journal = journal
         self.topic = topic
         self.builder = builder
@@ -64,6 +68,7 @@ class Distributor:
         self.agent_name = agent_name
         self.instance_id = instance_id
         self.metrics = metrics
+        self.throttle = throttle
 
     def distribute(
         self, request: DistributeRequest, parts: Mapping[str, UploadedPart] | None = None
@@ -77,6 +82,7 @@ class Distributor:
     def _distribute(
         self, request: DistributeRequest, parts: Mapping[str, UploadedPart] | None
     ) -> DistributeResult:
+        throttled_s = self.throttle()
         started = time.perf_counter()
         built = self.builder.build(request, parts)
         built_at = time.perf_counter()
@@ -120,6 +126,7 @@ class Distributor:
             deep_paths=built.deep_paths,
             node_count=built.node_count,
             binaries_referenced=len(built.blob_refs),
+            throttled_s=throttled_s,
         )
 
     def message(self, built: BuiltPackage, blob_key: str | None) -> PackageMessage:

@@ -78,6 +78,19 @@ class PublisherMetrics:
         self.cleanup_stamped = Counter(
             "scd_cleanup_stamped_packages", "Package blobs stamped by the cleanup", registry=r
         )
+        self.throttle_queue_size = Gauge(
+            "scd_throttle_queue_size",
+            "Largest queue of an alive editable subscriber, as throttling sees it",
+            registry=r,
+        )
+        self.throttle_delay = Gauge(
+            "scd_throttle_delay_seconds",
+            "How long a distribute request is held back now (0: not throttled)",
+            registry=r,
+        )
+        self.throttled_requests = Counter(
+            "scd_throttled_requests", "Distribute requests held back by throttling", registry=r
+        )
         self.leader = Gauge("scd_leader", "1 while this instance runs leader-only jobs", registry=r)
 
     def render(self) -> bytes:

@@ -61,6 +61,11 @@ DEFAULT_MAX_PAGE_ITEMS = 1000
 DEFAULT_LEADER_SESSION_TIMEOUT_S = 6.0
 # Embedded backend: how often a follower retries taking the leader file lock.
 DEFAULT_LEADER_LOCK_RETRY_S = 1.0
+# Sling's throttling: once an editable subscriber's queue holds more than 1000 items, distribute
+# requests wait, linearly longer up to 20 s at twice that (publisher/throttle.py). 1000 items is
+# minutes of import backlog; 20 s slows an author down without timing out an HTTP client.
+DEFAULT_THROTTLE_QUEUE_LIMIT = 1000
+DEFAULT_THROTTLE_MAX_DELAY_S = 20.0
 
 # Tokens that are clearly not secrets; refused outside dev mode.
 PLACEHOLDER_TOKENS = frozenset(
@@ -119,6 +124,17 @@ class PublisherSettings(ScdSettings):
     leader_topic: str = "scd.publisher.leader"
     leader_session_timeout_s: float = Field(default=DEFAULT_LEADER_SESSION_TIMEOUT_S, gt=0)
     leader_lock_retry_s: float = Field(default=DEFAULT_LEADER_LOCK_RETRY_S, gt=0)
+    throttle_queue_limit: int = Field(
+        default=DEFAULT_THROTTLE_QUEUE_LIMIT,
+        ge=0,
+        description="Editable subscriber queue size beyond which distribute requests are "
+        "delayed (0: never).",
+    )
+    throttle_max_delay_s: float = Field(
+        default=DEFAULT_THROTTLE_MAX_DELAY_S,
+        ge=0,
+        description="Delay of a distribute request once that queue is twice the limit.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Self:

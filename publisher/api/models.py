@@ -28,6 +28,9 @@ class DistributeResponse(ApiModel):
     deep_paths: list[str]
     node_count: int
     binaries_referenced: int
+    throttled_s: float = Field(
+        description="Seconds the request was held back because a subscriber queue was long"
+    )
 
     @classmethod
     def of(cls, r: DistributeResult) -> DistributeResponse:
@@ -42,6 +45,7 @@ class DistributeResponse(ApiModel):
             deep_paths=r.deep_paths,
             node_count=r.node_count,
             binaries_referenced=r.binaries_referenced,
+            throttled_s=r.throttled_s,
         )
 
 
