@@ -91,7 +91,7 @@ VARIANT_NOTES = {
     "latency": "end of the store commit holding the package - PackageMessage.created_ms (set at "
     "send), agent running in its own threads (start()), packages sent one by one at the rate",
     "small_commit": "append of one ~5 KB node row to a Delta table with the store's schema "
-    "(partitioned by kind, rows handed to Spark as Arrow, as the store's); small MERGE: one "
+    "(unpartitioned, rows handed to Spark as Arrow, as the store's); small MERGE: one "
     "such row merged by path",
 }
 

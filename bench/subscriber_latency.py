@@ -174,7 +174,7 @@ class SmallCommits:
         self.append_path = str(work_dir / f"small-append-{suffix}")
         self.merge_path = str(work_dir / f"small-merge-{suffix}")
         for path in (self.append_path, self.merge_path):
-            rows_frame(spark, self._rows(0)).write.format("delta").partitionBy("kind").save(path)
+            rows_frame(spark, self._rows(0)).write.format("delta").save(path)
         self._table = DeltaTable.forPath(spark, self.merge_path)
         self.append_s: list[float] = []
         self.merge_s: list[float] = []

@@ -3,10 +3,12 @@ package into its Delta content store exactly once.
 
 One thread (``run``) does every store write, in offset order: it polls packages, folds them
 into a ChangeSet (several per commit when behind), commits, then sends the statuses that
-commit recorded. A failing package is isolated and retried with back-off; with
-max_retries >= 0 it is skipped after its last attempt with REMOVED_FAILED. Side threads only
-read the agent's state: the discovery announcer, and the command reader that records clear
-requests for the import thread to persist.
+commit recorded. While a batch commits, a helper thread polls and decodes the next one
+(fetching spilled packages from the blob store): the import thread then finds it ready, and
+nothing of it is imported before the batch ahead of it is. A failing package is isolated and
+retried with back-off; with max_retries >= 0 it is skipped after its last attempt with
+REMOVED_FAILED. Side threads only read the agent's state: the discovery announcer, and the
+command reader that records clear requests for the import thread to persist.
 """
 
 from __future__ import annotations
@@ -16,14 +18,18 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+from google.protobuf.message import Message
 
 from blobstore.api import BlobStore
 from journal.api import Consumer, Journal, Position, Record
 from journal.errors import DecodeError, JournalError, UnknownMessageType
 from journal.messaging import MessagePoller, MessageSender
 from journal.wire import messages as m
+from journal.wire.package import ContentPackage
 from subscriber.changes import ChangeSet, InvalidPackage, Unit
 from subscriber.fetch import read_package
 from subscriber.http import Health
@@ -62,6 +68,17 @@ class AgentCounters:
     statuses_sent: int = 0
     loop_restarts: int = 0  # import loop restarted from the stored offset after an error
     import_seconds: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    """A package record decoded, its package read, before the import looks at it; an error is
+    kept for the import to raise where it would have raised it (a cleared package never does)."""
+
+    message: Message | None = None
+    error: Exception | None = None  # the record could not be decoded
+    package: ContentPackage | None = None
+    package_error: Exception | None = None  # the package could not be read
 
 
 class _Failed(Exception):
@@ -114,6 +131,9 @@ class SubscriberAgent:
         self._unstored_skips = 0
         self._commits_since_purge = 0
         self._consumer: Consumer | None = None
+        # The next batch, polled and decoded while the current one commits (one at a time).
+        self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-prefetch")
+        self._prefetched: Future[list[tuple[Record, _Decoded]]] | None = None
         self._threads: list[threading.Thread] = []
         self._commands: MessagePoller | None = None
         self.instance_id = ""
@@ -176,6 +196,15 @@ class SubscriberAgent:
             self._commands.stop()
         for thread in self._threads:
             thread.join(timeout_s)
+        self._close_consumer()
+        self._prefetcher.shutdown()
+
+    def _close_consumer(self) -> None:
+        """Close the consumer once no prefetch uses it; records prefetched are dropped (they
+        are after the stored offset, so a reopened consumer reads them again)."""
+        if self._prefetched is not None:
+            self._prefetched.exception()  # waits for it; its outcome no longer matters
+            self._prefetched = None
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
@@ -197,36 +226,55 @@ class SubscriberAgent:
                 self.counters.loop_restarts += 1
                 self.metrics.import_loop_restarts.inc()
                 log.exception("%s: import loop failed; resuming from the stored offset", self.name)
-                if self._consumer is not None:
-                    self._consumer.close()
-                    self._consumer = None
+                self._close_consumer()
                 self._stop.wait(self.settings.retry_initial_s)
 
     def run_once(self) -> int:
         """Poll and import one batch; returns the number of records handled."""
         assert self._consumer is not None, "open() the agent first"
         self._persist_requested_clear()
-        records = self._consumer.poll(self.settings.poll_timeout_s, max_records=self._batch)
-        self.readiness.on_poll(len(records))
-        if not records:
+        if self._prefetched is not None:
+            future, self._prefetched = self._prefetched, None
+            polled = future.result()
+            if polled and len(polled) < self._batch:
+                # The prefetch returned with the first records that came during the commit;
+                # take the ones that came after them too, as a poll after the commit would.
+                polled += self._poll_decoded(0.0, self._batch - len(polled))
+        else:
+            polled = self._poll_decoded()
+        self.readiness.on_poll(len(polled))
+        if not polled:
             self._idle()
             return 0
-        self._import(records)
+        self._import(polled)
         # After a batch was split to isolate a failing package, grow back to batch_max.
         self._batch = min(self._batch * 2, self.settings.batch_max)
-        return len(records)
+        return len(polled)
 
-    def _import(self, records: list[Record]) -> None:
+    def _poll_decoded(
+        self, timeout_s: float | None = None, max_records: int | None = None
+    ) -> list[tuple[Record, _Decoded]]:
+        """Poll the next batch and decode it (in the import thread, or as the prefetch)."""
+        assert self._consumer is not None, "open() the agent first"
+        records = self._consumer.poll(
+            self.settings.poll_timeout_s if timeout_s is None else timeout_s,
+            max_records=self._batch if max_records is None else max_records,
+        )
+        return [(record, self._decode(record)) for record in records]
+
+    def _import(self, polled: list[tuple[Record, _Decoded]]) -> None:
         changes = ChangeSet(self.store.paths)
-        for record in records:
+        for record, decoded in polled:
             if self._stop.is_set():
                 break
             try:
-                changes.add(self._unit(record))
+                changes.add(self._unit(record, decoded))
             except Exception as exc:  # this package fails: import the ones before it first
                 self._commit_or_retry(changes)
                 self._retry(record, _Failed(record.offset, exc))
                 changes = ChangeSet(self.store.paths)
+        if not self._stop.is_set():
+            self._prefetched = self._prefetcher.submit(self._poll_decoded)
         self._commit_or_retry(changes)
 
     def _commit_or_retry(self, changes: ChangeSet) -> None:
@@ -235,17 +283,37 @@ class SubscriberAgent:
         except _Failed as failed:  # a one-package commit failed
             self._retry_unit(changes.units[0], failed)
 
-    def _unit(self, record: Record) -> Unit:
-        """What to do with one record; raises when the package cannot be imported now."""
-        offset = record.offset
+    def _decode(self, record: Record) -> _Decoded:
+        """Decode a record and read its package if it is one of the followed agents'."""
         try:
             message = m.decode(record.headers, record.value)
-        except UnknownMessageType as exc:
+        except (UnknownMessageType, DecodeError) as exc:
+            return _Decoded(error=exc)
+        if (
+            not isinstance(message, m.PackageMessage)
+            or message.pub_agent_name not in self.settings.pub_agents
+        ):
+            return _Decoded(message)
+        try:
+            return _Decoded(message, package=read_package(message, self.blobs))
+        except Exception as exc:
+            return _Decoded(message, package_error=exc)
+
+    def _unit(self, record: Record, decoded: _Decoded | None = None) -> Unit:
+        """What to do with one record (decoded ahead of time or now); raises when the package
+        cannot be imported now."""
+        offset = record.offset
+        if decoded is None:
+            decoded = self._decode(record)
+        message = decoded.message
+        if isinstance(decoded.error, UnknownMessageType):
             self.counters.unknown_records += 1
-            log.warning("%s: skipped record at offset %d: %s", self.name, offset, exc)
+            log.warning("%s: skipped record at offset %d: %s", self.name, offset, decoded.error)
             return Unit(offset, "", "", m.ReqType.TEST)
-        except DecodeError as exc:
-            raise InvalidPackage(f"undecodable package record at offset {offset}: {exc}") from exc
+        if decoded.error is not None:
+            raise InvalidPackage(
+                f"undecodable package record at offset {offset}: {decoded.error}"
+            ) from decoded.error
         if not isinstance(message, m.PackageMessage):
             self.counters.unknown_records += 1
             return Unit(offset, "", "", m.ReqType.TEST)
@@ -257,7 +325,10 @@ class SubscriberAgent:
             self.counters.cleared += 1
             status = m.Status.REMOVED if self.settings.editable else None
             return Unit(offset, agent, message.pkg_id, message.req_type, None, status, created)
-        package = read_package(message, self.blobs)
+        if decoded.package_error is not None:
+            raise decoded.package_error
+        assert decoded.package is not None, "a followed agent's package is read when decoded"
+        package = decoded.package
         if message.req_type == m.ReqType.INVALIDATE and self.invalidate is not None:
             self.invalidate([*message.paths], message)
         status = m.Status.IMPORTED if self.settings.editable else None

@@ -1,6 +1,6 @@
 """How content nodes and bookkeeping live as rows of the subscriber's Delta table.
 
-One table holds both, told apart by ``kind`` (the partition column), so that a package's
+One table holds both, told apart by ``kind``, so that a package's
 content changes and its offset land in one Delta commit:
 
 * ``node``: one row per content node: path, parent, name, typed properties, binaries.

@@ -23,10 +23,6 @@ def spark_config(settings: SubscriberSettings) -> dict[str, str]:
         # MERGE schedule hundreds of empty tasks.
         "spark.sql.shuffle.partitions": str(settings.spark_shuffle_partitions),
         "spark.databricks.delta.snapshotPartitions": str(settings.spark_shuffle_partitions),
-        # The store's table is partitioned by kind (node rows and 4 kinds of bookkeeping): with
-        # a writer per partition open at once, a task writes its rows as they come instead of
-        # sorting them by partition first.
-        "spark.sql.maxConcurrentOutputFileWriters": "5",
         "spark.ui.enabled": "false",
         # Stage progress bars would interleave with the agent's logs and the CLI's output.
         "spark.ui.showConsoleProgress": "false",

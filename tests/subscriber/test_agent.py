@@ -335,11 +335,11 @@ def test_an_unexpected_error_in_the_loop_resumes_from_the_stored_offset(
     original = agent._import
     failures: list[int] = []
 
-    def fails_once(records: list[Any]) -> None:
+    def fails_once(polled: list[Any]) -> None:
         if not failures:
-            failures.append(records[0].offset)
+            failures.append(polled[0][0].offset)
             raise RuntimeError("unexpected")
-        original(records)
+        original(polled)
 
     monkeypatch.setattr(agent, "_import", fails_once)
     agent.start()
@@ -360,3 +360,75 @@ def test_an_unexpected_error_in_the_loop_resumes_from_the_stored_offset(
         assert sorted(covered) == offsets  # each package once
     finally:
         agent.stop()
+
+
+def committed_offsets(agent: SubscriberAgent) -> list[int]:
+    """Every package offset the store's import commits cover, one entry per commit covering it."""
+    ranges = [
+        c["metadata"]["offsets"]
+        for c in agent.store.history()
+        if c["metadata"] and "packages" in c["metadata"]
+    ]
+    return sorted(o for lo, hi in ranges for o in range(lo, hi + 1))
+
+
+def test_the_next_batch_is_prefetched_while_one_commits_and_reread_after_a_loop_restart(
+    env: Env, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a batch commits, the next one is polled and decoded; when the loop restarts with
+    a prefetched batch pending, that batch is dropped and read again from the stored offset."""
+    offsets = [
+        env.send(package(f"f{i}", ADD, [(f"/f{i}", True)], site("f", f"/f{i}"))) for i in range(6)
+    ]
+    agent = env.agent(spark, batch_max=2)
+    assert agent.run_once() == 2
+    assert agent._prefetched is not None
+    assert [r.offset for r, _ in agent._prefetched.result(AGENT_WAIT_S)] == offsets[2:4]
+    assert all(d.package is not None for _, d in agent._prefetched.result())  # decoded
+
+    original = agent._send_pending_statuses
+    failed: list[int] = []
+
+    def fails_once() -> None:  # after the second commit, with the third batch prefetched
+        if not failed:
+            failed.append(agent.processed_offset)
+            raise RuntimeError("unexpected")
+        original()
+
+    monkeypatch.setattr(agent, "_send_pending_statuses", fails_once)
+    agent.start()
+    try:
+        wait_for(
+            lambda: agent.processed_offset == offsets[-1], AGENT_WAIT_S, "the packages imported"
+        )
+        assert failed == [offsets[3]] and agent.counters.loop_restarts == 1
+        assert agent.store.paths == {f"/f{i}" for i in range(6)}
+        assert committed_offsets(agent) == offsets  # each package once
+    finally:
+        agent.stop()
+
+
+def test_a_prefetched_batch_takes_the_records_that_came_after_it_too(
+    env: Env, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prefetch returns with the first records that arrive during a commit; the import then
+    also takes what arrived after them, as a poll after the commit would have."""
+    offsets = [
+        env.send(package(f"t{i}", ADD, [(f"/t{i}", True)], site("t", f"/t{i}"))) for i in range(4)
+    ]
+    agent = env.agent(spark, batch_max=10)
+    original = agent._poll_decoded
+    calls: list[int | None] = []
+
+    def first_record_only(timeout_s: float | None = None, max_records: int | None = None) -> Any:
+        calls.append(max_records)
+        # The first poll and the prefetch each return one record, as when one arrives alone.
+        return original(timeout_s, 1 if len(calls) <= 2 else max_records)
+
+    monkeypatch.setattr(agent, "_poll_decoded", first_record_only)
+    h.drive(agent, lambda: agent.processed_offset == offsets[0])
+    assert agent.counters.last_batch == 1
+    h.drive(agent, lambda: agent.processed_offset == offsets[-1])
+    assert agent.counters.commits == 2 and agent.counters.last_batch == 3
+    assert calls[2] == 9  # the top-up asked for the rest of the batch
+    agent.stop()

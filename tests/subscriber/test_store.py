@@ -197,3 +197,31 @@ def test_an_existing_table_gets_the_interval_unless_its_owner_chose_one(
     ).save(chosen)
     ContentStore(spark, chosen).open()
     assert _checkpoint_interval(spark, chosen) == "7"
+
+
+def _partition_columns(spark: Any, location: str) -> list[str]:
+    from delta.tables import DeltaTable
+
+    detail = DeltaTable.forPath(spark, location).detail().first()
+    assert detail is not None
+    return list(detail["partitionColumns"])
+
+
+def test_new_tables_are_unpartitioned_and_tables_partitioned_by_kind_keep_working(
+    spark: Any, tmp_path: Path
+) -> None:
+    """scd once partitioned the table by kind: such a table keeps its layout and imports on."""
+    fresh = ContentStore(spark, str(tmp_path / "fresh"))
+    fresh.open()
+    assert _partition_columns(spark, fresh.location) == []
+
+    old = str(tmp_path / "old")
+    rows_frame(spark, []).write.format("delta").partitionBy("kind").save(old)
+    store = ContentStore(spark, old)
+    store.open()
+    store.commit(new_change_set(store.paths, [add(0, "/a", node("/a")), add(1, "/b", node("/b"))]))
+    store.commit(new_change_set(store.paths, [add(2, "/a", node("/a")), delete(3, "/b")]))
+    assert _partition_columns(spark, old) == ["kind"]
+    reopened = ContentStore(spark, old)
+    assert reopened.open().offset == 3
+    assert [(n.path, n.offset) for n in reopened.nodes("/")] == [("/a", 2)]
