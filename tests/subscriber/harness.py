@@ -22,9 +22,22 @@ from journal.wire import messages as m
 from journal.wire.package import ContentPackage, checksum, encode_package
 from subscriber.agent import PACKAGE_TYPE, SubscriberAgent
 from subscriber.settings import SubscriberSettings
+from subscriber.store import ContentStore
 from tests.services import KafkaService, S3Service, unique_topics
 
 PUB = "publish"
+
+
+def committed_offsets(store: ContentStore) -> list[int]:
+    """Every package offset the store's commits cover (imports, skips, REMOVED_FAILED), from the
+    offset ranges in the Delta history: sorted, once per commit covering it, so a package applied
+    twice shows up twice."""
+    ranges = [
+        c["metadata"]["offsets"]
+        for c in store.history()
+        if c["metadata"] and "offsets" in c["metadata"]
+    ]
+    return sorted(o for lo, hi in ranges for o in range(lo, hi + 1) if o >= 0)
 
 
 def last_checkpoint(location: str | Path) -> int | None:

@@ -72,13 +72,8 @@ def test_import_restart_and_clone(env: Env, spark: Any) -> None:
     assert clone.store.paths == {"/site", "/site/b", "/new", "/cloned"}
 
     # No package applied twice: the committed offset ranges never overlap.
-    ranges = [
-        c["metadata"]["offsets"]
-        for c in clone.store.history()
-        if c["metadata"] and "offsets" in c["metadata"]
-    ]
-    covered = [o for lo, hi in ranges for o in range(lo, hi + 1) if o >= 0]
-    assert len(covered) == len(set(covered)), ranges
+    covered = h.committed_offsets(clone.store)
+    assert len(covered) == len(set(covered)), covered
     clone.stop()
 
 
@@ -255,13 +250,8 @@ def test_failing_commit_in_a_batch_is_isolated_without_double_imports(env: Env, 
     assert agent.store.paths == {"/b0", "/b1", "/b3"}
     assert h.statuses(env.journal, env.js) == {offsets[2]: "REMOVED_FAILED"}
     assert "mixes" in h.log_messages(env.journal, env.js)[0].message
-    imported = [
-        c["metadata"]["offsets"]
-        for c in agent.store.history()
-        if c["metadata"] and c["metadata"].get("packages")
-    ]
-    covered = [o for lo, hi in imported for o in range(lo, hi + 1)]
-    assert sorted(covered) == sorted(set(covered)), imported  # nothing applied twice
+    covered = h.committed_offsets(agent.store)
+    assert covered == sorted(set(covered)), covered  # nothing applied twice
     assert {offsets[0], offsets[1], offsets[3]} <= set(covered)
     agent.stop()
 
@@ -351,25 +341,9 @@ def test_an_unexpected_error_in_the_loop_resumes_from_the_stored_offset(
         assert "import loop failed" in caplog.text
         assert b'scd_import_loop_restarts_total{agent="sub"} 1.0' in agent.metrics.render()
         assert agent.store.paths == {f"/u{i}" for i in range(3)}
-        ranges = [
-            c["metadata"]["offsets"]
-            for c in agent.store.history()
-            if c["metadata"] and "packages" in c["metadata"]
-        ]
-        covered = [o for lo, hi in ranges for o in range(lo, hi + 1)]
-        assert sorted(covered) == offsets  # each package once
+        assert h.committed_offsets(agent.store) == offsets  # each package once
     finally:
         agent.stop()
-
-
-def committed_offsets(agent: SubscriberAgent) -> list[int]:
-    """Every package offset the store's import commits cover, one entry per commit covering it."""
-    ranges = [
-        c["metadata"]["offsets"]
-        for c in agent.store.history()
-        if c["metadata"] and "packages" in c["metadata"]
-    ]
-    return sorted(o for lo, hi in ranges for o in range(lo, hi + 1))
 
 
 def test_the_next_batch_is_prefetched_while_one_commits_and_reread_after_a_loop_restart(
@@ -403,7 +377,7 @@ def test_the_next_batch_is_prefetched_while_one_commits_and_reread_after_a_loop_
         )
         assert failed == [offsets[3]] and agent.counters.loop_restarts == 1
         assert agent.store.paths == {f"/f{i}" for i in range(6)}
-        assert committed_offsets(agent) == offsets  # each package once
+        assert h.committed_offsets(agent.store) == offsets  # each package once
     finally:
         agent.stop()
 
