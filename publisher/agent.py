@@ -286,17 +286,20 @@ class PublisherAgent:
         return self.cache.recycle(keep_from)
 
     def hold_back(self) -> float:
-        """Hold a distribute request back as long as throttling asks; returns the delay."""
+        """Hold a distribute request back as long as throttling asks, or until the agent
+        stops; returns how long it was held."""
         delay = self.throttle.delay_s(self.throttle_queue_size)
-        if delay > 0:
-            self.metrics.throttled_requests.inc()
-            log.info(
-                "distribute request held back %.1f s: an editable subscriber queue holds %d items",
-                delay,
-                self.throttle_queue_size,
-            )
-            self._stop.wait(delay)
-        return delay
+        if delay <= 0:
+            return 0.0
+        self.metrics.throttled_requests.inc()
+        log.info(
+            "distribute request held back %.1f s: an editable subscriber queue holds %d items",
+            delay,
+            self.throttle_queue_size,
+        )
+        started = time.monotonic()
+        self._stop.wait(delay)
+        return time.monotonic() - started
 
     def update_metrics(self) -> list[QueueSummary]:
         summaries = self.queues.summaries()

@@ -57,7 +57,7 @@ class Distributor:
         agent_name: str,
         instance_id: str,
         metrics: PublisherMetrics,
-        throttle: Callable[[], float] = lambda: 0.0,
+        throttle: Callable[[], float],
     ) -> None:
         """``throttle`` holds a request back as long as throttling asks (publisher/throttle.py)
         and returns how long that was."""

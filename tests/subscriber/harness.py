@@ -133,6 +133,24 @@ def drive(agent: SubscriberAgent, until: Callable[[], bool], timeout_s: float = 
         agent.run_once()
 
 
+def run_to_end_after_one_restart(
+    agent: SubscriberAgent, offsets: list[int], paths: set[str], timeout_s: float = 120.0
+) -> None:
+    """Run the agent in its own threads until it imported ``offsets[-1]``, then check that its
+    import loop restarted once and still imported each package once, giving ``paths``."""
+    agent.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while agent.processed_offset != offsets[-1]:
+            assert time.monotonic() < deadline, "the packages were not imported in time"
+            time.sleep(0.05)
+        assert agent.counters.loop_restarts == 1
+        assert agent.store.paths == paths
+        assert committed_offsets(agent.store) == offsets  # each package once
+    finally:
+        agent.stop()
+
+
 def read_messages(journal: Journal, topic: str) -> list[tuple[int, Any]]:
     """Every message on a topic, decoded (offset, message)."""
     out: list[tuple[int, Any]] = []

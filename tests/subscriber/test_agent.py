@@ -332,18 +332,10 @@ def test_an_unexpected_error_in_the_loop_resumes_from_the_stored_offset(
         original(polled)
 
     monkeypatch.setattr(agent, "_import", fails_once)
-    agent.start()
-    try:
-        wait_for(
-            lambda: agent.processed_offset == offsets[-1], AGENT_WAIT_S, "the packages imported"
-        )
-        assert failures == [offsets[0]] and agent.counters.loop_restarts == 1
-        assert "import loop failed" in caplog.text
-        assert b'scd_import_loop_restarts_total{agent="sub"} 1.0' in agent.metrics.render()
-        assert agent.store.paths == {f"/u{i}" for i in range(3)}
-        assert h.committed_offsets(agent.store) == offsets  # each package once
-    finally:
-        agent.stop()
+    h.run_to_end_after_one_restart(agent, offsets, {f"/u{i}" for i in range(3)}, AGENT_WAIT_S)
+    assert failures == [offsets[0]]
+    assert "import loop failed" in caplog.text
+    assert b'scd_import_loop_restarts_total{agent="sub"} 1.0' in agent.metrics.render()
 
 
 def test_the_next_batch_is_prefetched_while_one_commits_and_reread_after_a_loop_restart(
@@ -370,16 +362,8 @@ def test_the_next_batch_is_prefetched_while_one_commits_and_reread_after_a_loop_
         original()
 
     monkeypatch.setattr(agent, "_send_pending_statuses", fails_once)
-    agent.start()
-    try:
-        wait_for(
-            lambda: agent.processed_offset == offsets[-1], AGENT_WAIT_S, "the packages imported"
-        )
-        assert failed == [offsets[3]] and agent.counters.loop_restarts == 1
-        assert agent.store.paths == {f"/f{i}" for i in range(6)}
-        assert h.committed_offsets(agent.store) == offsets  # each package once
-    finally:
-        agent.stop()
+    h.run_to_end_after_one_restart(agent, offsets, {f"/f{i}" for i in range(6)}, AGENT_WAIT_S)
+    assert failed == [offsets[3]]
 
 
 def test_a_prefetched_batch_takes_the_records_that_came_after_it_too(
