@@ -178,6 +178,35 @@ class Consumer(abc.ABC):
         self.close()
 
 
+@dataclass(frozen=True, slots=True)
+class OutgoingRecord:
+    """A record to write: its partition follows from the key, as for ``Journal.send``."""
+
+    value: bytes
+    key: bytes | None = None
+    headers: Mapping[str, str] | None = None
+
+
+class FencedWriter(abc.ABC):
+    """Writes batches of records as the only holder of a fence id.
+
+    Opening a writer (``Journal.fenced_writer``) fences every writer opened before it for the
+    same id: their ``write`` raises ``Fenced`` from then on. A batch lands whole or not at all,
+    so readers never see a partial batch, nor anything a fenced writer sent. Once
+    ``fenced_writer`` returned, readers see every batch an earlier writer completed: the new
+    holder can read back where its predecessor stopped and carry on, with no record written
+    twice even when two processes both believe they should write.
+    """
+
+    @abc.abstractmethod
+    def write(self, topic: str, records: Sequence[OutgoingRecord]) -> None:
+        """Write ``records`` as one batch; raises Fenced when superseded, JournalError when the
+        batch could not be written (then none of it is)."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+
 class Journal(abc.ABC):
     """A persisted, partitioned, offset-addressed log of records."""
 
@@ -240,6 +269,10 @@ class Journal(abc.ABC):
         self, topic: str, position: Position, partitions: Sequence[int] | None = None
     ) -> Consumer:
         """A consumer of ``topic`` (all partitions unless given), each starting at ``position``."""
+
+    @abc.abstractmethod
+    def fenced_writer(self, fence_id: str) -> FencedWriter:
+        """Open the writer for ``fence_id``, fencing the ones opened before (FencedWriter)."""
 
     @abc.abstractmethod
     def close(self) -> None: ...

@@ -27,6 +27,11 @@ class JournalUnavailable(JournalError):
     retriable = True
 
 
+class Fenced(JournalError):
+    """A fenced writer was superseded: a writer with the same fence id opened after it. It
+    can write nothing more; what it sent since its last completed batch is never read."""
+
+
 class MessageTooLarge(JournalError):
     """A record is larger than the topic's configured maximum; refused before sending."""
 

@@ -30,13 +30,15 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type:
 from journal.api import (
     RECORD_OVERHEAD_BYTES,
     Consumer,
+    FencedWriter,
     Journal,
+    OutgoingRecord,
     PendingSend,
     Position,
     Record,
     TopicSpec,
 )
-from journal.errors import JournalError, JournalUnavailable, UnknownTopic
+from journal.errors import Fenced, JournalError, JournalUnavailable, UnknownTopic
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,14 @@ DEFAULT_SEND_TIMEOUT_S = 30.0
 # Admin and metadata calls (create topics, offsets): a reachable broker answers in
 # milliseconds; 10 s leaves room for a slow start without hanging a caller for long.
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
+# transaction.timeout.ms of a fenced writer: a writer that dies inside a batch holds back
+# committed-only readers of that partition until its successor opens (which aborts the batch)
+# or this passes. A batch is a few hundred milliseconds; 30 s also covers a broker failover.
+TRANSACTION_TIMEOUT_MS = 30_000
+# Errors by which the transaction coordinator says a newer writer took over the fence id.
+FENCED_CODES = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
 # linger.ms: wait up to 5 ms to batch records sent with send_async(); halves per-record
 # overhead under load. A synchronous send() flushes, so it never waits for the linger.
 PRODUCER_LINGER_MS = 5
@@ -113,23 +123,23 @@ class KafkaJournal(Journal):
         if self._producer is None:
             with self._producer_lock:
                 if self._producer is None:
-                    self._producer = Producer(
-                        {
-                            "error_cb": _log_client_error,
-                            **self._common,
-                            "acks": "all",
-                            "enable.idempotence": True,
-                            "linger.ms": PRODUCER_LINGER_MS,
-                            "message.timeout.ms": int(self.send_timeout_s * 1000),
-                            # Aligned with the topics: create_topics gives every topic a broker
-                            # limit >= this, so the broker never refuses a batch we built.
-                            "message.max.bytes": self.default_max_message_bytes
-                            + RECORD_OVERHEAD_BYTES,
-                            # Same key -> same partition as Java clients (Sling interop).
-                            "partitioner": "murmur2_random",
-                        }
-                    )
+                    self._producer = Producer(self._producer_config())
         return self._producer
+
+    def _producer_config(self) -> dict[str, Any]:
+        return {
+            "error_cb": _log_client_error,
+            **self._common,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": PRODUCER_LINGER_MS,
+            "message.timeout.ms": int(self.send_timeout_s * 1000),
+            # Aligned with the topics: create_topics gives every topic a broker limit >= this,
+            # so the broker never refuses a batch we built.
+            "message.max.bytes": self.default_max_message_bytes + RECORD_OVERHEAD_BYTES,
+            # Same key -> same partition as Java clients (Sling interop).
+            "partitioner": "murmur2_random",
+        }
 
     @property
     def admin(self) -> AdminClient:
@@ -329,6 +339,13 @@ class KafkaJournal(Journal):
             self._high_watermark,
         )
 
+    def fenced_writer(self, fence_id: str) -> FencedWriter:
+        """A transactional producer with ``transactional.id`` = ``fence_id``: its
+        ``init_transactions`` bumps the id's producer epoch at the transaction coordinator,
+        which fences older producers and aborts their open transaction. Readers read committed
+        records only (librdkafka's default isolation), so an aborted batch is never read."""
+        return _KafkaFencedWriter(self, fence_id)
+
     def close(self) -> None:
         if self._producer is not None:
             remaining = self._producer.flush(self.send_timeout_s)
@@ -338,6 +355,59 @@ class KafkaJournal(Journal):
         if self._meta is not None:
             self._meta.close()
             self._meta = None
+
+
+class _KafkaFencedWriter(FencedWriter):
+    def __init__(self, journal: KafkaJournal, fence_id: str) -> None:
+        self.journal = journal
+        self.fence_id = fence_id
+        self._producer = Producer(
+            {
+                **journal._producer_config(),
+                "transactional.id": fence_id,
+                "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+            }
+        )
+        try:
+            self._producer.init_transactions(journal.request_timeout_s)
+        except KafkaException as exc:
+            raise self._error(exc.args[0], "open") from exc
+
+    def write(self, topic: str, records: Sequence[OutgoingRecord]) -> None:
+        for r in records:
+            self.journal.check_size(topic, r.value, r.key, r.headers)
+        producer = self._producer
+        try:
+            producer.begin_transaction()
+            for r in records:
+                headers: list[tuple[str, str | bytes | None]] | None = (
+                    list(r.headers.items()) if r.headers else None
+                )
+                while True:
+                    try:
+                        producer.produce(topic, r.value, r.key, headers=headers)
+                        break
+                    except BufferError:  # local queue full: the commit below waits anyway
+                        producer.poll(ACK_POLL_S)
+            producer.commit_transaction(self.journal.send_timeout_s)
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            if err.txn_requires_abort():
+                try:
+                    producer.abort_transaction(self.journal.send_timeout_s)
+                except KafkaException as abort_exc:
+                    log.warning("writer %s: abort failed: %s", self.fence_id, abort_exc)
+            raise self._error(err, f"write to {topic}") from exc
+
+    def _error(self, err: KafkaError, action: str) -> JournalError:
+        if err.code() in FENCED_CODES:
+            return Fenced(f"writer {self.fence_id!r} was superseded ({action}): {err.str()}")
+        if err.fatal():
+            return JournalError(f"writer {self.fence_id!r}: {action} failed for good: {err.str()}")
+        return JournalUnavailable(f"writer {self.fence_id!r}: {action} failed: {err.str()}")
+
+    def close(self) -> None:
+        self._producer.flush(0)  # a fenced or idle producer holds nothing worth waiting for
 
 
 class _KafkaPending(PendingSend):
@@ -466,11 +536,23 @@ class KafkaConsumer(Consumer):
             self._advance(messages)
             self._quiet_since = time.monotonic()
             return list(map(KafkaRecord, messages))
+        self._skip_control_records()
         # Only records count as progress: a client that reports errors and never fetches is
         # as stalled as a silent one.
         if time.monotonic() - self._quiet_since >= self._stall_check_s:
             self._check_stall()
         return []
+
+    def _skip_control_records(self) -> None:
+        """Move positions past what librdkafka consumed without returning it: transaction
+        markers and aborted records (FencedWriter), which take offsets of their own."""
+        try:
+            consumed = self._consumer.position(self._assignment())
+        except KafkaException:
+            return  # positions stay where the last records put them
+        for tp in consumed:
+            if tp.offset > self._next.get(tp.partition, tp.offset):
+                self._next[tp.partition] = tp.offset
 
     def _check_stall(self) -> None:
         """Replace the librdkafka client if records wait beyond positions it does not fetch."""

@@ -15,8 +15,17 @@ import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from journal.api import Consumer, Journal, PendingSend, Position, Record, TopicSpec
-from journal.errors import JournalError, JournalUnavailable, UnknownTopic
+from journal.api import (
+    Consumer,
+    FencedWriter,
+    Journal,
+    OutgoingRecord,
+    PendingSend,
+    Position,
+    Record,
+    TopicSpec,
+)
+from journal.errors import Fenced, JournalError, JournalUnavailable, UnknownTopic
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +68,10 @@ CREATE TABLE IF NOT EXISTS records (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS records_position ON records (topic, partition, offset);
 CREATE INDEX IF NOT EXISTS records_age ON records (topic, timestamp_ms);
+CREATE TABLE IF NOT EXISTS fences (
+    id TEXT PRIMARY KEY,
+    epoch INTEGER NOT NULL
+);
 """
 
 
@@ -266,11 +279,63 @@ class SqliteJournal(Journal):
         start = {p: position.resolve(*self._offsets(topic, p)) for p in parts}
         return SqliteConsumer(self.path, topic, start)
 
+    def fenced_writer(self, fence_id: str) -> FencedWriter:
+        """The fence is an epoch per id in the database: opening a writer raises it, and a
+        batch is inserted only in a transaction that finds the writer's epoch still current."""
+        try:
+            with self._lock, self._transaction():
+                self._conn.execute(
+                    "INSERT INTO fences VALUES (?, 1) ON CONFLICT(id) DO UPDATE SET epoch=epoch+1",
+                    (fence_id,),
+                )
+                row = self._conn.execute(
+                    "SELECT epoch FROM fences WHERE id=?", (fence_id,)
+                ).fetchone()
+        except sqlite3.Error as exc:
+            raise JournalUnavailable(
+                f"journal database {self.path} refused a write: {exc}"
+            ) from exc
+        return _SqliteFencedWriter(self, fence_id, int(row[0]))
+
+    def _write_fenced(
+        self, fence_id: str, epoch: int, topic: str, records: Sequence[OutgoingRecord]
+    ) -> None:
+        batch = []
+        for r in records:
+            self.check_size(topic, r.value, r.key, r.headers)
+            encoded = json.dumps(dict(r.headers)) if r.headers else "{}"
+            batch.append(_Queued(topic, r.value, r.key, encoded, PendingSend()))
+        try:
+            with self._lock, self._transaction():
+                row = self._conn.execute(
+                    "SELECT epoch FROM fences WHERE id=?", (fence_id,)
+                ).fetchone()
+                if row is None or int(row[0]) != epoch:
+                    raise Fenced(f"writer {fence_id!r} (epoch {epoch}) was superseded")
+                self._append(batch, int(time.time() * 1000))
+        except sqlite3.Error as exc:
+            raise JournalUnavailable(
+                f"journal database {self.path} refused a write: {exc}"
+            ) from exc
+
     def close(self) -> None:
         try:
             self.flush()
         finally:
             self._conn.close()
+
+
+class _SqliteFencedWriter(FencedWriter):
+    def __init__(self, journal: SqliteJournal, fence_id: str, epoch: int) -> None:
+        self.journal = journal
+        self.fence_id = fence_id
+        self.epoch = epoch
+
+    def write(self, topic: str, records: Sequence[OutgoingRecord]) -> None:
+        self.journal._write_fenced(self.fence_id, self.epoch, topic, records)
+
+    def close(self) -> None:
+        pass  # holds nothing: the fence lives in the database
 
 
 class _Transaction:

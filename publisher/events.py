@@ -13,6 +13,13 @@ that start point on the event topic (a ``DistributedEventsStart`` record, same k
 partition) before any event: a leader that takes over before the first event was sent resumes
 from it instead of from the subscribers' later position, which would skip the packages
 processed in between.
+
+Writes go through a fenced writer (``Journal.fenced_writer``, one fence id per agent and event
+topic; on Kafka a transactional producer), opened before the read-back: opening it fences any
+earlier leader, and a batch of events lands whole or not at all. So an old leader that still
+believes it leads (cut off from the group coordinator, say) can no longer write, and the new
+one reads back everything the old one completed: no event twice, none skipped, even while two
+instances both try to send.
 """
 
 from __future__ import annotations
@@ -22,8 +29,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from journal.api import Journal, Position
-from journal.errors import JournalError
+from journal.api import FencedWriter, Journal, OutgoingRecord, Position
+from journal.errors import Fenced, JournalError
 from journal.wire.messages import TYPE_HEADER, VERSION_HEADER, WIRE_VERSION
 from publisher.discovery import DiscoveryView
 from publisher.entries import Entry
@@ -98,11 +105,24 @@ class DistributedEvents:
         self.metrics = metrics
         self._recovered = False
         self.last_offset: int | None = None
+        self._writer: FencedWriter | None = None
+        self.fence_id = f"scd-events.{topic}.{agent_name}"
 
     def reset(self) -> None:
-        """Forget the position (leadership lost): the next tick reads it back again."""
+        """Forget the position and let the writer go (leadership lost, or a write failed):
+        the next tick opens a new writer and reads the position back."""
         self._recovered = False
         self.last_offset = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def _record(self, value: bytes, type_name: str) -> OutgoingRecord:
+        return OutgoingRecord(
+            value,
+            self.agent_name.encode(),
+            {TYPE_HEADER: type_name, VERSION_HEADER: WIRE_VERSION},
+        )
 
     def min_processed_offset(self) -> int | None:
         offsets = [
@@ -114,22 +134,39 @@ class DistributedEvents:
 
     def tick(self) -> int:
         """Send the events due; returns how many were sent."""
+        try:
+            return self._tick()
+        except Fenced:
+            log.warning(
+                "distributed events of %s: another instance took over; reading back again",
+                self.agent_name,
+            )
+            self.reset()
+            raise
+        except JournalError:
+            # Part of what was sent may have landed: read back the truth before sending again.
+            self.reset()
+            raise
+
+    def _tick(self) -> int:
         if not self._recovered:
+            self.reset()
+            # Opened before the read-back: earlier writers are fenced, their last batch
+            # settled, so what is read back is final.
+            self._writer = self.journal.fenced_writer(self.fence_id)
             self.last_offset = self.read_back()
             self._recovered = True
             log.info("distributed events resume after offset %s", self.last_offset)
+        writer = self._writer
+        assert writer is not None
         low = self.min_processed_offset()
         if low is None:
             return 0
         if self.last_offset is None:
             # No event was ever sent: start from the subscribers' current position, recorded
             # first so that a next leader starts from the same point.
-            self.journal.send(
-                self.topic,
-                start_json(self.agent_name, self.instance_id, low),
-                key=self.agent_name.encode(),
-                headers={TYPE_HEADER: START_TYPE, VERSION_HEADER: WIRE_VERSION},
-            )
+            point = start_json(self.agent_name, self.instance_id, low)
+            writer.write(self.topic, [self._record(point, START_TYPE)])
             self.last_offset = low
             log.info("distributed events start after offset %d", low)
             return 0
@@ -145,26 +182,17 @@ class DistributedEvents:
         try:
             for start in range(0, len(entries), EVENT_BATCH):
                 batch = entries[start : start + EVENT_BATCH]
-                pending = [
-                    self.journal.send_async(
-                        self.topic,
-                        event_json(self.agent_name, self.instance_id, e),
-                        key=self.agent_name.encode(),
-                        headers={TYPE_HEADER: EVENT_TYPE, VERSION_HEADER: WIRE_VERSION},
-                    )
-                    for e in batch
-                ]
-                self.journal.flush()
-                for p in pending:
-                    p.result()
+                writer.write(
+                    self.topic,
+                    [
+                        self._record(event_json(self.agent_name, self.instance_id, e), EVENT_TYPE)
+                        for e in batch
+                    ],
+                )
                 sent += len(batch)
                 self.last_offset = batch[-1].offset
-        except JournalError:
-            # Some of the batch may be written: read back the truth before sending again.
-            self._recovered = False
+        finally:
             self.metrics.distributed_events.inc(sent)
-            raise
-        self.metrics.distributed_events.inc(sent)
         self.last_offset = low
         if sent:
             log.info("sent %d distributed events up to offset %d", sent, low)

@@ -13,8 +13,8 @@ from collections.abc import Callable
 import pytest
 from google.protobuf.message import Message
 
-from journal.api import RECORD_OVERHEAD_BYTES, Journal, Position, Record
-from journal.errors import MessageTooLarge, UnknownTopic
+from journal.api import RECORD_OVERHEAD_BYTES, Journal, OutgoingRecord, Position, Record
+from journal.errors import Fenced, MessageTooLarge, UnknownTopic
 from journal.messaging import MessagePoller, MessageSender
 from journal.wire import messages as m
 from tests.services import unique_topics
@@ -218,6 +218,35 @@ class JournalContract:
         offset = journal.send(topic, largest)
         (record,) = read_all(journal, topic, Position.at(offset), 1)
         assert record.value == largest
+
+    # ------------------------------------------------------------------ fenced writers
+    def test_a_new_fenced_writer_fences_the_old_one_which_then_writes_nothing(
+        self, journal: Journal, new_topic: NewTopic, unique_name: str
+    ) -> None:
+        topic = new_topic(max_message_bytes=64 * 1024)
+        key = b"agent"
+        first = journal.fenced_writer(f"{unique_name}-events")
+        first.write(topic, [OutgoingRecord(f"a{i}".encode(), key, {"n": str(i)}) for i in range(3)])
+        second = journal.fenced_writer(f"{unique_name}-events")
+        with pytest.raises(Fenced):
+            first.write(topic, [OutgoingRecord(b"zombie", key)])
+        other = journal.fenced_writer(f"{unique_name}-other")  # another id fences nothing
+        second.write(topic, [OutgoingRecord(b"b0", key)])
+        other.write(topic, [OutgoingRecord(b"c0", key)])
+        with pytest.raises(MessageTooLarge):  # refused whole: b1 is not written either
+            second.write(topic, [OutgoingRecord(b"b1", key), OutgoingRecord(b"x" * 64 * 1024)])
+        for writer in (first, second, other):
+            writer.close()
+
+        records = read_all(journal, topic, Position.earliest(), 5)
+        assert [r.value for r in records] == [b"a0", b"a1", b"a2", b"b0", b"c0"]
+        assert records[1].headers == {"n": "1"} and records[1].key == key
+        # A reader at the end is past everything written, transaction markers included.
+        with journal.consumer(topic, Position.at(records[-1].offset)) as consumer:
+            deadline = time.monotonic() + 30
+            while consumer.positions()[0] < journal.latest_offset(topic):
+                assert time.monotonic() < deadline, "the reader stopped short of the end"
+                consumer.poll(0.2)
 
     # ------------------------------------------------------------------ typed messaging
     def test_poller_skips_garbage_and_unknown_types(

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_INVALID, KafkaError, Message, TopicPartition
 
 from journal import kafka
 from journal.api import Record
@@ -54,6 +54,10 @@ class ScriptedClient:
         if not batch:
             self.batches.pop(0)
         return first
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Like a client that consumed nothing past what consume() and poll() returned."""
+        return [TopicPartition(tp.topic, tp.partition, OFFSET_INVALID) for tp in partitions]
 
     def close(self) -> None:
         pass

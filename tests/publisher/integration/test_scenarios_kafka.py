@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from journal.api import Journal, Position
+from journal.errors import JournalError
 from journal.kafka import KafkaJournal
 from journal.settings import JournalSettings
 from journal.topics import topic_specs
@@ -20,6 +21,7 @@ from publisher.api import create_app
 from publisher.events import distributed_event
 from tests.publisher.conftest import AUTH
 from tests.publisher.integration.conftest import KafkaAgentFactory
+from tests.publisher.notifiers import two_leaders_send_each_event_once
 from tests.publisher.packages import put_packages
 from tests.publisher.simulate import SimulatedSubscriber
 from tests.waiting import wait_for
@@ -175,3 +177,21 @@ def test_scenario_9_min_offset_10_to_13_gives_exactly_3_events(
     assert events[0]["paths"] == ["/p11"] and events[0]["application"] == "pub-1"
     client = TestClient(create_app(kafka_agent), headers=AUTH)
     assert "scd_distributed_events_total 3.0" in client.get("/metrics").text
+
+
+def test_two_instances_both_sending_events_send_each_once(
+    kafka_journal: KafkaJournal, kafka_settings: JournalSettings
+) -> None:
+    """Split brain on the real broker: each instance's transactional writer fences the other's,
+    and what a fenced instance sends is aborted, never read."""
+    kafka_journal.create_topics(topic_specs(kafka_settings))
+    topics = kafka_settings.topics
+
+    def led() -> bool:  # a topic just created has no partition leader for a moment
+        try:
+            return all(kafka_journal.latest_offset(t) >= 0 for t in (topics.package, topics.event))
+        except JournalError:
+            return False
+
+    wait_for(led, 30, "partition leaders of the new topics")
+    two_leaders_send_each_event_once(kafka_journal, topics.package, topics.event)

@@ -6,17 +6,20 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from journal.api import Journal, Position, Record, TopicSpec
+from journal.api import Journal, Position, TopicSpec
 from journal.settings import TopicSettings
 from journal.sqlite import SqliteJournal
-from journal.wire.messages import DiscoveryMessage, SubscriberConfiguration, SubscriberState
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.discovery import DiscoveryView
-from publisher.events import DistributedEvents, distributed_event
-from publisher.metrics import PublisherMetrics
-from publisher.queue_cache import QueueCache
+from publisher.events import distributed_event
 from tests.publisher.conftest import AUTH, AgentFactory
+from tests.publisher.notifiers import (
+    announce,
+    notifier,
+    read_cache_to_end,
+    two_leaders_send_each_event_once,
+)
 from tests.publisher.packages import PACKAGE_TOPIC, put_packages
 from tests.publisher.simulate import SimulatedSubscriber
 from tests.waiting import wait_for
@@ -151,37 +154,20 @@ def test_events_wait_for_the_cache_when_a_subscriber_is_ahead_of_it(journal: Sql
     """A subscriber reads the package topic itself and can announce an offset this instance's
     cache has not read yet: those packages get their events once the cache has them."""
     journal.create_topics([TopicSpec(PACKAGE_TOPIC), TopicSpec(TOPICS.event)])
-    cache = QueueCache(
-        journal, PACKAGE_TOPIC, "publish", fetch_timeout_s=10, metrics=PublisherMetrics()
-    )
-    cache.open(0)
     view = DiscoveryView(ttl_s=30)
-    notifier = DistributedEvents(
-        journal,
-        TOPICS.event,
-        cache,
-        view,
-        agent_name="publish",
-        instance_id="pub-1",
-        metrics=PublisherMetrics(),
-    )
+    events_of = notifier(journal, PACKAGE_TOPIC, TOPICS.event, view, "pub-1")
     offsets = put_packages(journal, 5)
 
-    def announce(offset: int) -> None:
-        message = DiscoveryMessage(
-            sub_sling_id="s",
-            sub_agent_name="sub",
-            subscriber_configuration=SubscriberConfiguration(),
-        )
-        message.subscriber_state.append(SubscriberState(pub_agent_name="publish", offset=offset))
-        view.handle(message, Record("d", 0, 0, view.clock_ms(), b"s", {}, b""))
-
-    announce(offsets[0])
-    assert notifier.tick() == 0 and notifier.last_offset == offsets[0]  # the start point
-    announce(offsets[4])
-    assert notifier.tick() == 0  # the cache has read nothing yet
-    assert notifier.last_offset == offsets[0]
-    while cache.poll_tail(0.05):
-        pass
-    assert notifier.tick() == 4
+    announce(view, offsets[0])
+    assert events_of.tick() == 0 and events_of.last_offset == offsets[0]  # the start point
+    announce(view, offsets[4])
+    assert events_of.tick() == 0  # the cache has read nothing yet
+    assert events_of.last_offset == offsets[0]
+    read_cache_to_end(events_of)
+    assert events_of.tick() == 4
     assert [e["offset"] for e in events(journal)] == offsets[1:]
+
+
+def test_two_instances_both_sending_events_send_each_once(journal: SqliteJournal) -> None:
+    journal.create_topics([TopicSpec(PACKAGE_TOPIC), TopicSpec(TOPICS.event)])
+    two_leaders_send_each_event_once(journal, PACKAGE_TOPIC, TOPICS.event)
