@@ -40,8 +40,8 @@ from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 from kafka_broker import resolve_bootstrap
 
-from journal.api import RECORD_OVERHEAD_BYTES, Journal, Position, TopicSpec
-from journal.kafka import ACK_POLL_S, PRODUCER_LINGER_MS, KafkaJournal
+from journal.api import Journal, Position, TopicSpec
+from journal.kafka import ACK_POLL_S, KafkaJournal
 from journal.sqlite import SqliteJournal
 
 # Records per throughput run: 20,000 x 5 KB = 100 MB, enough for a run to last about a second
@@ -80,19 +80,11 @@ BACKENDS = ("kafka", "sqlite")
 
 
 def bare_producer_config(bootstrap: str) -> dict[str, Any]:
-    """KafkaJournal's producer settings (journal/kafka.py, KafkaJournal.producer), without its
-    error callback: the same batching and durability, so only the Python layer differs.
-    Timeouts and limits are read from a default KafkaJournal (which connects to nothing)."""
-    defaults = KafkaJournal(bootstrap)
-    return {
-        "bootstrap.servers": bootstrap,
-        "acks": "all",
-        "enable.idempotence": True,
-        "linger.ms": PRODUCER_LINGER_MS,
-        "message.timeout.ms": int(defaults.send_timeout_s * 1000),
-        "message.max.bytes": defaults.default_max_message_bytes + RECORD_OVERHEAD_BYTES,
-        "partitioner": "murmur2_random",
-    }
+    """KafkaJournal's producer settings (``KafkaJournal.producer_config``), without its error
+    callback: the same batching and durability, so only the Python layer differs."""
+    config = KafkaJournal(bootstrap).producer_config()  # connects to nothing
+    del config["error_cb"]
+    return config
 
 
 def bare_consumer_config(bootstrap: str) -> dict[str, Any]:

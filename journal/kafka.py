@@ -123,10 +123,10 @@ class KafkaJournal(Journal):
         if self._producer is None:
             with self._producer_lock:
                 if self._producer is None:
-                    self._producer = Producer(self._producer_config())
+                    self._producer = Producer(self.producer_config())
         return self._producer
 
-    def _producer_config(self) -> dict[str, Any]:
+    def producer_config(self) -> dict[str, Any]:
         return {
             "error_cb": _log_client_error,
             **self._common,
@@ -363,7 +363,7 @@ class _KafkaFencedWriter(FencedWriter):
         self.fence_id = fence_id
         self._producer = Producer(
             {
-                **journal._producer_config(),
+                **journal.producer_config(),
                 "transactional.id": fence_id,
                 "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
             }
