@@ -380,24 +380,36 @@ class _KafkaFencedWriter(FencedWriter):
         try:
             producer.begin_transaction()
             for r in records:
-                headers: list[tuple[str, str | bytes | None]] | None = (
-                    list(r.headers.items()) if r.headers else None
-                )
-                while True:
-                    try:
-                        producer.produce(topic, r.value, r.key, headers=headers)
-                        break
-                    except BufferError:  # local queue full: the commit below waits anyway
-                        producer.poll(ACK_POLL_S)
+                self._produce(topic, r)
             producer.commit_transaction(self.journal.send_timeout_s)
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
             if err.txn_requires_abort():
-                try:
-                    producer.abort_transaction(self.journal.send_timeout_s)
-                except KafkaException as abort_exc:
-                    log.warning("writer %s: abort failed: %s", self.fence_id, abort_exc)
+                self._abort()
             raise self._error(err, f"write to {topic}") from exc
+        except BufferError as exc:
+            self._abort()
+            raise JournalUnavailable(
+                f"writer {self.fence_id!r}: a batch of {len(records)} records does not fit "
+                "the producer's queue, even emptied"
+            ) from exc
+
+    def _produce(self, topic: str, r: OutgoingRecord) -> None:
+        headers: list[tuple[str, str | bytes | None]] | None = (
+            list(r.headers.items()) if r.headers else None
+        )
+        try:
+            self._producer.produce(topic, r.value, r.key, headers=headers)
+        except BufferError:
+            # Queue full: send what is queued (the transaction stays open), then try once more.
+            self._producer.flush(self.journal.send_timeout_s)
+            self._producer.produce(topic, r.value, r.key, headers=headers)
+
+    def _abort(self) -> None:
+        try:
+            self._producer.abort_transaction(self.journal.send_timeout_s)
+        except KafkaException as exc:  # the successor's init_transactions aborts it anyway
+            log.warning("writer %s: abort failed: %s", self.fence_id, exc)
 
     def _error(self, err: KafkaError, action: str) -> JournalError:
         if err.code() in FENCED_CODES:

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
-from journal.api import Journal, Position, TopicSpec
+from journal.api import Journal, OutgoingRecord, Position, TopicSpec
 from journal.errors import JournalUnavailable
 from journal.kafka import KafkaConsumer, KafkaJournal
 from tests.contract.journal_contract import (
@@ -138,3 +138,37 @@ def test_a_consumer_that_stops_fetching_is_restarted_at_its_positions(
             # Caught up: quiet polls past the check interval restart nothing.
             assert _poll_until(consumer, 1, 2.5) == []
             assert consumer.restarts == 1
+
+
+def test_a_batch_left_open_by_a_dead_writer_is_aborted_when_the_next_one_opens(
+    journal: KafkaJournal, new_topic: NewTopic, unique_name: str
+) -> None:
+    """A writer that dies inside a batch (produced, never committed) holds committed-only
+    readers back; its successor's opening aborts the batch, and readers move on."""
+    topic = new_topic()
+    fence_id = f"{unique_name}-fence"
+    dead = Producer({"bootstrap.servers": journal.bootstrap_servers, "transactional.id": fence_id})
+    dead.init_transactions(10)
+    dead.begin_transaction()
+    dead.produce(topic, b"never-committed")
+    dead.flush(10)  # on the broker, inside an open transaction
+
+    successor = journal.fenced_writer(fence_id)
+    successor.write(topic, [OutgoingRecord(b"after")])
+    assert [r.value for r in read_all(journal, topic, Position.earliest(), 1)] == [b"after"]
+    successor.close()
+
+
+def test_a_fenced_writer_batch_larger_than_the_producer_queue_still_lands_whole(
+    kafka_service: KafkaService, unique_name: str
+) -> None:
+    # librdkafka's local queue holds 5 records here; the batch has 12.
+    small = {"queue.buffering.max.messages": "5"}
+    with KafkaJournal(kafka_service.bootstrap, client_config=small) as journal:
+        topic = f"{unique_name}-small-queue"
+        journal.create_topics([TopicSpec(topic)])
+        writer = journal.fenced_writer(f"{unique_name}-fence")
+        writer.write(topic, [OutgoingRecord(f"r{i}".encode()) for i in range(12)])
+        writer.close()
+        values = [r.value for r in read_all(journal, topic, Position.earliest(), 12)]
+    assert values == [f"r{i}".encode() for i in range(12)]
