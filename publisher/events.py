@@ -137,6 +137,7 @@ class DistributedEvents:
         try:
             return self._tick()
         except Fenced:
+            self.metrics.events_fenced.inc()
             log.warning(
                 "distributed events of %s: another instance took over; reading back again",
                 self.agent_name,

@@ -72,6 +72,11 @@ class PublisherMetrics:
         self.distributed_events = Counter(
             "scd_distributed_events", "PackageDistributedMessages sent", registry=r
         )
+        self.events_fenced = Counter(
+            "scd_distributed_events_fenced",
+            "Times another instance took over sending events while this one still led",
+            registry=r,
+        )
         self.cleanup_deleted = Counter(
             "scd_cleanup_deleted_packages", "Package blobs deleted by the cleanup", registry=r
         )

@@ -92,3 +92,4 @@ def two_leaders_send_each_event_once(
         b.tick()
     assert a.tick() == 1
     assert event_offsets(journal, event_topic, 5) == offsets[1:]
+    assert a.metrics.events_fenced._value.get() == 1 and b.metrics.events_fenced._value.get() == 1
