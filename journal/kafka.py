@@ -52,6 +52,8 @@ DEFAULT_REQUEST_TIMEOUT_S = 10.0
 # transaction.timeout.ms of a fenced writer: a writer that dies inside a batch holds back
 # committed-only readers of that partition until its successor opens (which aborts the batch)
 # or this passes. A batch is a few hundred milliseconds; 30 s also covers a broker failover.
+# It stays below a consumer's stall check (STALL_CHECK_S + STALL_CONFIRM_S), so records held
+# back by an open transaction are never taken for a stalled client.
 TRANSACTION_TIMEOUT_MS = 30_000
 # Errors by which the transaction coordinator says a newer writer took over the fence id.
 FENCED_CODES = frozenset(

@@ -145,7 +145,8 @@ class DistributedEvents:
             self.reset()
             raise
         except JournalError:
-            # Part of what was sent may have landed: read back the truth before sending again.
+            # A batch whose commit timed out may still land: read back the truth before
+            # sending again.
             self.reset()
             raise
 

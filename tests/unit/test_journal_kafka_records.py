@@ -197,3 +197,9 @@ def test_no_restart_when_the_broker_cannot_say(monkeypatch: pytest.MonkeyPatch) 
     consumer = scripted_consumer(monkeypatch, {0: 3}, stall_check_s=0.0, high_watermark=unanswered)
     assert consumer.poll(0.1) == []
     assert consumer.restarts == 0
+
+
+def test_an_open_transaction_ends_before_a_consumer_would_call_itself_stalled() -> None:
+    """Records behind an open transaction are not fetchable yet; the transaction times out
+    before the stall check would replace a client waiting for them."""
+    assert kafka.TRANSACTION_TIMEOUT_MS / 1000 < kafka.STALL_CHECK_S + kafka.STALL_CONFIRM_S
