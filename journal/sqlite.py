@@ -160,15 +160,24 @@ class SqliteJournal(Journal):
         key: bytes | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> PendingSend:
-        self.check_size(topic, value, key, headers)
-        pending = PendingSend()
-        encoded = json.dumps(dict(headers)) if headers else "{}"
+        item = self._queued(topic, value, key, headers)
         with self._lock:
-            self._queue.append(_Queued(topic, value, key, encoded, pending))
+            self._queue.append(item)
             full = len(self._queue) >= AUTO_FLUSH_RECORDS
         if full:
             self.flush()
-        return pending
+        return item.pending
+
+    def _queued(
+        self, topic: str, value: bytes, key: bytes | None, headers: Mapping[str, str] | None
+    ) -> _Queued:
+        """A record checked for size, its headers encoded, ready for ``_append``."""
+        self.check_size(topic, value, key, headers)
+        encoded = json.dumps(dict(headers)) if headers else "{}"
+        return _Queued(topic, value, key, encoded, PendingSend())
+
+    def _refused(self, exc: sqlite3.Error) -> JournalUnavailable:
+        return JournalUnavailable(f"journal database {self.path} refused a write: {exc}")
 
     def _wait(self, pending: PendingSend) -> None:
         if not pending.done:
@@ -187,7 +196,7 @@ class SqliteJournal(Journal):
                 with self._transaction():
                     self._append(batch, now_ms)
             except sqlite3.Error as exc:
-                error = JournalUnavailable(f"journal database {self.path} refused a write: {exc}")
+                error = self._refused(exc)
                 for item in batch:
                     item.pending.offset = None
                     item.pending.error = error
@@ -292,19 +301,13 @@ class SqliteJournal(Journal):
                     "SELECT epoch FROM fences WHERE id=?", (fence_id,)
                 ).fetchone()
         except sqlite3.Error as exc:
-            raise JournalUnavailable(
-                f"journal database {self.path} refused a write: {exc}"
-            ) from exc
+            raise self._refused(exc) from exc
         return _SqliteFencedWriter(self, fence_id, int(row[0]))
 
     def _write_fenced(
         self, fence_id: str, epoch: int, topic: str, records: Sequence[OutgoingRecord]
     ) -> None:
-        batch = []
-        for r in records:
-            self.check_size(topic, r.value, r.key, r.headers)
-            encoded = json.dumps(dict(r.headers)) if r.headers else "{}"
-            batch.append(_Queued(topic, r.value, r.key, encoded, PendingSend()))
+        batch = [self._queued(topic, r.value, r.key, r.headers) for r in records]
         try:
             with self._lock, self._transaction():
                 row = self._conn.execute(
@@ -314,9 +317,7 @@ class SqliteJournal(Journal):
                     raise Fenced(f"writer {fence_id!r} (epoch {epoch}) was superseded")
                 self._append(batch, int(time.time() * 1000))
         except sqlite3.Error as exc:
-            raise JournalUnavailable(
-                f"journal database {self.path} refused a write: {exc}"
-            ) from exc
+            raise self._refused(exc) from exc
 
     def close(self) -> None:
         try:

@@ -103,15 +103,14 @@ class DistributedEvents:
         self.agent_name = agent_name
         self.instance_id = instance_id
         self.metrics = metrics
-        self._recovered = False
         self.last_offset: int | None = None
+        # Open once the position was read back; None until then (and after reset()).
         self._writer: FencedWriter | None = None
         self.fence_id = f"scd-events.{topic}.{agent_name}"
 
     def reset(self) -> None:
         """Forget the position and let the writer go (leadership lost, or a write failed):
         the next tick opens a new writer and reads the position back."""
-        self._recovered = False
         self.last_offset = None
         if self._writer is not None:
             self._writer.close()
@@ -151,16 +150,18 @@ class DistributedEvents:
             raise
 
     def _tick(self) -> int:
-        if not self._recovered:
-            self.reset()
+        writer = self._writer
+        if writer is None:
             # Opened before the read-back: earlier writers are fenced, their last batch
             # settled, so what is read back is final.
-            self._writer = self.journal.fenced_writer(self.fence_id)
-            self.last_offset = self.read_back()
-            self._recovered = True
+            writer = self.journal.fenced_writer(self.fence_id)
+            try:
+                self.last_offset = self.read_back()
+            except BaseException:
+                writer.close()
+                raise
+            self._writer = writer
             log.info("distributed events resume after offset %s", self.last_offset)
-        writer = self._writer
-        assert writer is not None
         low = self.min_processed_offset()
         if low is None:
             return 0
