@@ -39,7 +39,7 @@ from journal.wire.package import (
     checksum,
     encode_package,
 )
-from subscriber.agent import PACKAGE_TYPE
+from journal.wire.package import PACKAGE_TYPE
 from subscriber.rows import node_row
 
 PUB_AGENT = "publish"

@@ -13,6 +13,11 @@ class ScdError(Exception):
     retriable: bool = False
 
 
+class PermanentError(ScdError):
+    """Input that can never be processed as it is, anywhere: retrying it cannot help, so it is
+    never retried (a subscriber records the package as REMOVED_FAILED and goes on)."""
+
+
 class ConfigError(ScdError):
     """Invalid or unsafe configuration; names the offending setting."""
 
@@ -48,7 +53,7 @@ class UnknownTopic(JournalError):
     """The topic does not exist (and was not created)."""
 
 
-class DecodeError(ScdError):
+class DecodeError(PermanentError):
     """Bytes could not be decoded into a known message or package."""
 
 

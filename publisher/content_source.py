@@ -31,8 +31,8 @@ from journal.wire.package import (
     Node,
     Value,
 )
+from journal.wire.rules import check_text, join
 from publisher.errors import ContentNotFound, InvalidRequest
-from publisher.paths import check_utf8, join
 from publisher.request import PropertyValue
 from publisher.values import BinarySink, ValueConverter, content_type_of, set_properties
 
@@ -90,7 +90,7 @@ class DirectoryContentSource:
         with os.scandir(target) as entries:
             children = sorted(entries, key=lambda e: e.name)
         for entry in children:
-            check_utf8(entry.name, f"file name in {path!r}:")
+            check_text(entry.name, f"file name in {path!r}:")
             if entry.name.endswith(SIDECAR_SUFFIX):
                 continue
             child_path = join(path, entry.name)
@@ -103,7 +103,7 @@ class DirectoryContentSource:
             yield from self._walk(child_path, Path(entry.path), child_info, True, sink)
 
     def _file_node(self, path: str, target: Path, info: os.stat_result, sink: BinarySink) -> Node:
-        mime = content_type_of(mimetypes.guess_type(target.name)[0])
+        mime = content_type_of(mimetypes.guess_type(target.name)[0], FILE_DATA)
         with target.open("rb") as stream:
             binary = sink(stream, info.st_size, mime)
         props = {

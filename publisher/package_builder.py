@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from blobstore import BlobStore
+from journal.wire import rules
 from journal.wire.package import (
     Binary,
     BlobRef,
@@ -32,15 +33,15 @@ from journal.wire.package import (
 )
 from publisher.content_source import DirectoryContentSource
 from publisher.errors import ContentNotFound, InvalidRequest, PackageTooLarge
-from publisher.paths import check_utf8, is_within, validate_path
 from publisher.request import Action, DistributeRequest
 from publisher.values import UploadedPart, ValueConverter, set_properties
 
 log = logging.getLogger(__name__)
 
-# How many paths one request may name. Every path travels in the PackageMessage and in every
-# queue item; 10,000 paths of typical length stay far below the 1 MiB record limit.
-MAX_PATHS = 10_000
+# How many paths one request may name (the filter roots of its package). Every path travels in
+# the PackageMessage and in every queue item; 10,000 paths of typical length stay far below the
+# 1 MiB record limit.
+MAX_PATHS = rules.DEFAULT_LIMITS.max_roots
 # How many metadata entries a request may attach; metadata is for a few labels, not content.
 MAX_METADATA_ENTRIES = 100
 
@@ -112,7 +113,7 @@ class PackageBuilder:
         paths, deep = self._roots(request)
         metadata = self._metadata(request.metadata)
         if request.user_id is not None:
-            check_utf8(request.user_id, "userId")
+            rules.check_text(request.user_id, "userId")
         package = ContentPackage(
             package_id=uuid.uuid4().hex,
             req_type=request.action.req_type,  # type: ignore[arg-type]
@@ -127,6 +128,14 @@ class PackageBuilder:
             raise InvalidRequest(f"{request.action} carries paths only; nodes go with ADD")
         elif parts:
             raise InvalidRequest(f"{request.action} carries paths only; uploads go with ADD")
+        if len(package.nodes) > rules.DEFAULT_LIMITS.max_nodes:
+            raise rules.ContentRuleError(
+                rules.NODE_COUNT,
+                f"{len(package.nodes)} nodes exceed {rules.DEFAULT_LIMITS.max_nodes}",
+            )
+        # Decoded size first: what a subscriber inflates the package to must fit its limit.
+        if package.ByteSize() > self.max_package_bytes:
+            raise PackageTooLarge(package.ByteSize(), self.max_package_bytes)
         data = encode_package(package)
         if len(data) > self.max_package_bytes:
             raise PackageTooLarge(len(data), self.max_package_bytes)
@@ -150,12 +159,12 @@ class PackageBuilder:
             raise InvalidRequest("no paths given: a distribute request needs at least one path")
         if len(request.paths) + len(request.deep_paths) > MAX_PATHS:
             raise InvalidRequest(f"more than {MAX_PATHS} paths in one request")
-        deep = {validate_path(p, "deep path") for p in request.deep_paths}
+        deep = {rules.canonical_path(p, "deep path") for p in request.deep_paths}
         ordered: dict[str, None] = {}
         for raw in request.paths:
-            ordered[validate_path(raw)] = None
+            ordered[rules.canonical_path(raw)] = None
         for raw in request.deep_paths:
-            ordered[validate_path(raw, "deep path")] = None
+            ordered[rules.canonical_path(raw, "deep path")] = None
         return list(ordered), deep
 
     @staticmethod
@@ -163,8 +172,8 @@ class PackageBuilder:
         if len(metadata) > MAX_METADATA_ENTRIES:
             raise InvalidRequest(f"more than {MAX_METADATA_ENTRIES} metadata entries")
         for key, value in metadata.items():
-            check_utf8(key, "metadata key")
-            check_utf8(value, f"metadata value of {key!r}")
+            rules.check_text(key, "metadata key")
+            rules.check_text(value, f"metadata value of {key!r}")
             if not key:
                 raise InvalidRequest("metadata keys must not be empty")
         return dict(metadata)
@@ -181,10 +190,10 @@ class PackageBuilder:
         nodes: dict[str, Node] = {}
         covered: set[str] = set()
         for spec in request.nodes:
-            path = validate_path(spec.path, "node path")
+            path = rules.canonical_path(spec.path, "node path")
             if path in nodes:
                 raise InvalidRequest(f"node {path!r} is given twice")
-            roots = [r for r in paths if (is_within(path, r) if r in deep else path == r)]
+            roots = [r for r in paths if (rules.is_within(path, r) if r in deep else path == r)]
             if not roots:
                 raise InvalidRequest(
                     f"node {path!r} is outside the distributed paths (a shallow path carries "
@@ -192,8 +201,15 @@ class PackageBuilder:
                 )
             covered.update(roots)
             node = Node(path=path)
-            set_properties(node, converter.properties(spec.properties))
-            nodes[path] = node
+            try:
+                set_properties(node, converter.properties(spec.properties))
+            except InvalidRequest as exc:
+                raise InvalidRequest(f"node {path!r}: {exc}") from None
+            except rules.ContentRuleError as exc:
+                raise rules.ContentRuleError(
+                    exc.rule, exc.detail, path=path, prop=exc.prop
+                ) from None
+            nodes[path] = rules.check_node(node)
         unused = set(parts) - converter.used_parts
         if unused:
             raise InvalidRequest(f"uploaded parts not referenced by any node: {sorted(unused)}")
@@ -206,5 +222,5 @@ class PackageBuilder:
                     "no content source configured"
                 )
             for node in self.content_source.export(root, root in deep, sink):
-                nodes.setdefault(node.path, node)
+                nodes.setdefault(node.path, rules.check_node(node))
         return sorted(nodes.values(), key=lambda n: n.path)

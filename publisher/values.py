@@ -11,21 +11,17 @@ import base64
 import binascii
 import io
 import math
-import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import BinaryIO, Protocol
 
+from journal.wire import rules
 from journal.wire.package import Binary, MultiValue, Node, Value
 from publisher.errors import InvalidRequest
-from publisher.paths import check_utf8, validate_name
 from publisher.request import PropertyValue, Scalar, TypedValue
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
-# Content types travel as blob metadata and HTTP headers: printable ASCII, at most 255 chars.
-MAX_CONTENT_TYPE_CHARS = 255
-_CONTENT_TYPE = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 
 
@@ -52,15 +48,10 @@ def set_properties(node: Node, props: Mapping[str, Value]) -> None:
         node.properties[name].CopyFrom(value)
 
 
-def content_type_of(text: str | None) -> str:
+def content_type_of(text: str | None, name: str) -> str:
     if text is None or text == "":
         return DEFAULT_CONTENT_TYPE
-    if len(text) > MAX_CONTENT_TYPE_CHARS or not _CONTENT_TYPE.fullmatch(text):
-        raise InvalidRequest(
-            f"content type {text!r} is invalid: use at most {MAX_CONTENT_TYPE_CHARS} printable "
-            "ASCII characters"
-        )
-    return text
+    return rules.check_content_type(text, None, name)
 
 
 def long_value(number: int, name: str) -> Value:
@@ -76,7 +67,7 @@ def double_value(number: float, name: str) -> Value:
 
 
 def string_value(text: str, name: str) -> Value:
-    check_utf8(text, f"value of property {name!r}")
+    rules.check_text(text, f"value of property {name!r}")
     return Value(string_value=text)
 
 
@@ -84,7 +75,7 @@ def date_value(raw: object, name: str) -> Value:
     if isinstance(raw, bool):
         raise InvalidRequest(f"property {name!r}: a date is an ISO 8601 string or epoch ms")
     if isinstance(raw, int):
-        return Value(date_ms=long_value(raw, name).long_value)
+        return Value(date_ms=rules.check_date_ms(long_value(raw, name).long_value, prop=name))
     if not isinstance(raw, str):
         raise InvalidRequest(f"property {name!r}: a date is an ISO 8601 string or epoch ms")
     try:
@@ -93,7 +84,11 @@ def date_value(raw: object, name: str) -> Value:
         raise InvalidRequest(f"property {name!r}: {raw!r} is not an ISO 8601 date") from None
     if parsed.tzinfo is None:
         raise InvalidRequest(f"property {name!r}: date {raw!r} has no time zone (add Z or +hh:mm)")
-    return Value(date_ms=round(parsed.timestamp() * 1000))
+    try:
+        ms = round(parsed.timestamp() * 1000)
+    except (OverflowError, ValueError):  # a year-1 date with a positive offset, for example
+        ms = rules.MIN_DATE_MS - 1
+    return Value(date_ms=rules.check_date_ms(ms, prop=name))
 
 
 class ValueConverter:
@@ -107,12 +102,16 @@ class ValueConverter:
     def properties(self, props: Mapping[str, PropertyValue]) -> dict[str, Value]:
         out: dict[str, Value] = {}
         for name, raw in props.items():
-            validate_name(name)
+            rules.check_name(name)
             out[name] = self.value(raw, name)
         return out
 
     def value(self, raw: PropertyValue, name: str) -> Value:
         if isinstance(raw, list):
+            if any(isinstance(item, TypedValue) and item.type == "binary" for item in raw):
+                raise rules.ContentRuleError(
+                    rules.BINARY_PLACEMENT, "a binary cannot be part of a list", prop=name
+                )
             values = [self.scalar(item, name) for item in raw]
             return Value(multi_value=MultiValue(values=values))
         return self.scalar(raw, name)
@@ -159,7 +158,7 @@ class ValueConverter:
                 data = base64.b64decode(raw.base64, validate=True)
             except (binascii.Error, ValueError):
                 raise InvalidRequest(f"property {name!r}: 'base64' is not valid base64") from None
-            content_type = content_type_of(raw.content_type)
+            content_type = content_type_of(raw.content_type, name)
             return self.sink(io.BytesIO(data), len(data), content_type)
         assert raw.part is not None
         part = self.parts.get(raw.part)
@@ -169,5 +168,5 @@ class ValueConverter:
                 f"property {name!r}: no uploaded part named {raw.part!r} (uploaded: {known})"
             )
         self.used_parts.add(raw.part)
-        content_type = content_type_of(raw.content_type or part.content_type)
+        content_type = content_type_of(raw.content_type or part.content_type, name)
         return self.sink(part.open(), part.size, content_type)

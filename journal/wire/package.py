@@ -32,6 +32,7 @@ __all__ = [
     "LAST_MODIFIED",
     "MAX_DECODED_BYTES",
     "NODE_TYPE",
+    "PACKAGE_TYPE",
     "Binary",
     "BlobRef",
     "ContentPackage",
@@ -44,6 +45,8 @@ __all__ = [
     "encode_package",
 ]
 
+# PackageMessage.pkg_type of every scd package: names this content package format.
+PACKAGE_TYPE = "scd-content"
 MAGIC = b"SCDP"
 FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({FORMAT_VERSION})

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 
 from blobstore import BlobStoreUnavailable, InvalidBlobKey, InvalidBlobMetadata
 from journal.errors import JournalUnavailable, MessageTooLarge, ScdError
+from journal.wire.rules import ContentRuleError
 from publisher.errors import (
     CacheFetchTimeout,
     ContentNotFound,
@@ -30,6 +31,7 @@ RETRY_AFTER_S = 5
 
 STATUS: tuple[tuple[type[Exception], int], ...] = (
     (InvalidRequest, 400),
+    (ContentRuleError, 400),
     (InvalidBlobKey, 400),
     (InvalidBlobMetadata, 400),
     (ContentNotFound, 404),

@@ -20,7 +20,8 @@ from journal.settings import JournalSettings, TopicSettings
 from journal.topics import topic_specs
 from journal.wire import messages as m
 from journal.wire.package import ContentPackage, checksum, encode_package
-from subscriber.agent import PACKAGE_TYPE, SubscriberAgent
+from journal.wire.package import PACKAGE_TYPE
+from subscriber.agent import SubscriberAgent
 from subscriber.settings import SubscriberSettings
 from subscriber.store import ContentStore
 from tests.services import KafkaService, S3Service, unique_topics

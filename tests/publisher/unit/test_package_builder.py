@@ -10,10 +10,14 @@ import pytest
 from blobstore.local import LocalBlobStore
 from journal.wire.messages import ReqType
 from journal.wire.package import ContentPackage, decode_package
+from journal.wire.rules import ContentRuleError
 from publisher.content_source import DirectoryContentSource
 from publisher.errors import ContentNotFound, InvalidRequest, PackageTooLarge
 from publisher.package_builder import PackageBuilder
 from publisher.request import DistributeRequest
+
+# A request breaking a content rule or another request rule: both answer 400.
+Refused = (InvalidRequest, ContentRuleError)
 
 THRESHOLD = 1024
 
@@ -121,32 +125,32 @@ def test_inline_nodes_need_no_content_source(blobs: LocalBlobStore) -> None:
 @pytest.mark.parametrize(
     ("request_body", "error", "reason"),
     [
-        ({"action": "ADD"}, InvalidRequest, "at least one path"),
-        ({"action": "DELETE", "paths": []}, InvalidRequest, "at least one path"),
-        ({"action": "ADD", "paths": ["/../etc"]}, InvalidRequest, "traversal"),
-        ({"action": "ADD", "deepPaths": ["relative"]}, InvalidRequest, "not absolute"),
+        ({"action": "ADD"}, Refused, "at least one path"),
+        ({"action": "DELETE", "paths": []}, Refused, "at least one path"),
+        ({"action": "ADD", "paths": ["/../etc"]}, Refused, "traversal"),
+        ({"action": "ADD", "deepPaths": ["relative"]}, Refused, "not absolute"),
         ({"action": "ADD", "paths": ["/nope"]}, ContentNotFound, "does not exist"),
         ({"action": "ADD", "paths": ["/site.props.json"]}, ContentNotFound, "sidecar"),
         (
             {"action": "ADD", "paths": ["/c"], "nodes": [{"path": "/c/child"}]},
-            InvalidRequest,
+            Refused,
             "outside the distributed paths",
         ),
         (
             {"action": "ADD", "deepPaths": ["/c"], "nodes": [{"path": "/c"}, {"path": "/c/"}]},
-            InvalidRequest,
+            Refused,
             "given twice",
         ),
         (
             {"action": "DELETE", "paths": ["/c"], "nodes": [{"path": "/c"}]},
-            InvalidRequest,
+            Refused,
             "paths only",
         ),
-        ({"action": "ADD", "paths": ["/c"], "metadata": {"k": "\udc80"}}, InvalidRequest, "UTF-8"),
-        ({"action": "ADD", "paths": ["/c"], "userId": "\udc80"}, InvalidRequest, "UTF-8"),
+        ({"action": "ADD", "paths": ["/c"], "metadata": {"k": "\udc80"}}, Refused, "UTF-8"),
+        ({"action": "ADD", "paths": ["/c"], "userId": "\udc80"}, Refused, "UTF-8"),
         (
             {"action": "ADD", "paths": ["/c"], "nodes": [{"path": "/c", "properties": {"": 1}}]},
-            InvalidRequest,
+            Refused,
             "property name",
         ),
     ],
@@ -182,7 +186,7 @@ def test_package_over_the_maximum_is_refused_with_size_and_limit(
 def test_non_utf8_file_names_are_refused_clearly(blobs: LocalBlobStore, content_root: Path) -> None:
     (content_root / "d").mkdir()
     os.close(os.open(os.fsencode(content_root / "d") + b"/bad\xff", os.O_CREAT | os.O_WRONLY))
-    with pytest.raises(InvalidRequest, match=r"file name .*not valid UTF-8"):
+    with pytest.raises(Refused, match=r"file name .*not valid UTF-8"):
         builder(blobs, content_root).build(
             DistributeRequest.model_validate({"action": "ADD", "deepPaths": ["/d"]})
         )
@@ -199,14 +203,14 @@ def test_symlinks_are_never_followed(
     b = builder(blobs, content_root)
     package = build(b, action="ADD", deepPaths=["/d"])
     assert paths_of(package) == ["/d"]
-    with pytest.raises(InvalidRequest, match="outside the content root"):
+    with pytest.raises(Refused, match="outside the content root"):
         build(b, action="ADD", paths=["/out/secret.txt"])
-    with pytest.raises(InvalidRequest, match="outside the content root"):
+    with pytest.raises(Refused, match="outside the content root"):
         build(b, action="ADD", paths=["/d/link"])
 
 
 def test_bad_sidecar_is_refused(blobs: LocalBlobStore, content_root: Path) -> None:
     (content_root / "a").write_text("x")
     (content_root / "a.props.json").write_text("{not json")
-    with pytest.raises(InvalidRequest, match="sidecar of '/a' is not valid"):
+    with pytest.raises(Refused, match="sidecar of '/a' is not valid"):
         build(builder(blobs, content_root), action="ADD", paths=["/a"])
