@@ -26,6 +26,7 @@ from journal.logs import configure_logging
 # that journal/ never imports the publisher or subscriber packages at module level.
 COMMAND_MODULES = (
     "journal.commands",
+    "journal.keys",
     "publisher.cli",
     "subscriber.cli",
     "journal.demo",

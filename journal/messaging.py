@@ -19,6 +19,7 @@ from google.protobuf.message import Message
 from journal.api import Consumer, Journal, PendingSend, Position, Record
 from journal.errors import DecodeError, JournalError, UnknownMessageType
 from journal.wire.messages import decode, encode, type_name
+from journal.wire.signing import RecordSigner
 
 log = logging.getLogger(__name__)
 
@@ -33,20 +34,27 @@ POLL_ERROR_BACKOFF_S = 1.0
 
 
 class MessageSender:
-    """Sends journal messages to one topic."""
+    """Sends journal messages to one topic; signs each record when given a ``signer``."""
 
-    def __init__(self, journal: Journal, topic: str) -> None:
+    def __init__(self, journal: Journal, topic: str, signer: RecordSigner | None = None) -> None:
         self.journal = journal
         self.topic = topic
+        self.signer = signer
+
+    def _encode(self, message: Message) -> tuple[bytes, dict[str, str]]:
+        value, headers = encode(message)
+        if self.signer is not None:
+            headers = self.signer.signed_headers(self.topic, headers, value)
+        return value, headers
 
     def send(self, message: Message, key: str | None = None) -> int:
-        value, headers = encode(message)
+        value, headers = self._encode(message)
         return self.journal.send(
             self.topic, value, key=key.encode() if key is not None else None, headers=headers
         )
 
     def send_async(self, message: Message, key: str | None = None) -> PendingSend:
-        value, headers = encode(message)
+        value, headers = self._encode(message)
         return self.journal.send_async(
             self.topic, value, key=key.encode() if key is not None else None, headers=headers
         )

@@ -21,6 +21,7 @@ from journal.messaging import MessagePoller
 from journal.settings import JournalSettings
 from journal.topics import topic_specs
 from journal.wire.messages import DiscoveryMessage, LogMessage, PackageStatusMessage
+from journal.wire.signing import signer_from_settings
 from publisher.cleanup import BlobCleanup, CleanupResult
 from publisher.commands import Clearer
 from publisher.content_source import DirectoryContentSource
@@ -89,6 +90,9 @@ class PublisherAgent:
         self.spill = PackageSpill(
             blobs, settings.package_key_prefix, settings.inline_package_limit_bytes
         )
+        # Loaded here so that an unreadable key stops the start (ConfigError naming the
+        # setting); None: records go unsigned (warned about at start outside dev mode).
+        self.signer = signer_from_settings(settings)
         self.distributor = Distributor(
             journal,
             topics.package,
@@ -98,6 +102,7 @@ class PublisherAgent:
             instance_id=settings.instance_id,
             metrics=self.metrics,
             throttle=self.hold_back,
+            signer=self.signer,
         )
         self.throttle = Throttle(settings.throttle_queue_limit, settings.throttle_max_delay_s)
         # Largest queue of an alive editable subscriber, as of the last maintenance pass.
@@ -120,7 +125,9 @@ class PublisherAgent:
             blocked_after_attempts=settings.blocked_after_attempts,
             clock_ms=clock_ms,
         )
-        self.clearer = Clearer(journal, topics.command, settings.agent_name, self.queues)
+        self.clearer = Clearer(
+            journal, topics.command, settings.agent_name, self.queues, self.signer
+        )
         self.events = DistributedEvents(
             journal,
             topics.event,
@@ -149,6 +156,11 @@ class PublisherAgent:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> PublisherAgent:
+        if self.signer is None and not self.settings.dev_mode:
+            log.warning(
+                "package and command records are sent unsigned: set SCD_PUBLISHER_SIGNING_KEY "
+                "and SCD_PUBLISHER_SIGNING_KEY_ID in production (README: Signed records)"
+            )
         if self.journal_settings.create_topics:
             self._at_startup(lambda: self.journal.create_topics(topic_specs(self.journal_settings)))
         self._at_startup(self.cache.open)

@@ -16,6 +16,7 @@ from enum import StrEnum
 from journal.api import Journal
 from journal.messaging import MessageSender
 from journal.wire.messages import ClearCommand, CommandMessage
+from journal.wire.signing import RecordSigner
 from publisher.errors import InvalidRequest, NotEditable
 from publisher.queues import Queues
 
@@ -38,8 +39,15 @@ class ClearResult:
 
 
 class Clearer:
-    def __init__(self, journal: Journal, topic: str, agent_name: str, queues: Queues) -> None:
-        self.sender = MessageSender(journal, topic)
+    def __init__(
+        self,
+        journal: Journal,
+        topic: str,
+        agent_name: str,
+        queues: Queues,
+        signer: RecordSigner | None = None,
+    ) -> None:
+        self.sender = MessageSender(journal, topic, signer)
         self.agent_name = agent_name
         self.queues = queues
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from journal.api import Journal
 from journal.errors import ScdError
 from journal.wire.messages import PackageMessage, encode
+from journal.wire.signing import RecordSigner
 from publisher.metrics import PublisherMetrics
 from publisher.package_builder import BuiltPackage, PackageBuilder
 from publisher.request import Action, DistributeRequest
@@ -58,9 +59,10 @@ class Distributor:
         instance_id: str,
         metrics: PublisherMetrics,
         throttle: Callable[[], float],
+        signer: RecordSigner | None = None,
     ) -> None:
         """``throttle`` holds a request back as long as throttling asks (publisher/throttle.py)
-        and returns how long that was."""
+        and returns how long that was; ``signer`` signs each package record (signed records)."""
         self.journal = journal
         self.topic = topic
         self.builder = builder
@@ -69,6 +71,7 @@ class Distributor:
         self.instance_id = instance_id
         self.metrics = metrics
         self.throttle = throttle
+        self.signer = signer
 
     def distribute(
         self, request: DistributeRequest, parts: Mapping[str, UploadedPart] | None = None
@@ -92,6 +95,8 @@ class Distributor:
         key = self.spill.key_for(built.package_id) if spilled else None
         message = self.message(built, key)
         value, headers = encode(message)
+        if self.signer is not None:
+            headers = self.signer.signed_headers(self.topic, headers, value)
         # Refuse an oversized record (thousands of paths) before a blob is stored for it.
         self.journal.check_size(self.topic, value, None, headers)
         if key is not None:

@@ -3,7 +3,8 @@
 The journal and the blob store keep their own settings (``SCD_JOURNAL_*``, ``SCD_BLOB_*``);
 these are the publisher agent's. Outside ``dev_mode`` the API token must be set and must not be
 a placeholder: a publisher that accepts anyone's distribute requests is never what production
-wants.
+wants. A signing key (``SIGNING_KEY`` + ``SIGNING_KEY_ID``) makes the publisher sign its
+package and command records (journal/wire/signing.py): optional, the production setting.
 """
 
 from __future__ import annotations
@@ -80,7 +81,11 @@ class PublisherSettings(ScdSettings):
     # Read by the commands that talk to a running publisher (scd distribute, queues, ...).
     env_not_settings = frozenset({"URL"})
 
-    model_config = SettingsConfigDict(env_prefix="SCD_PUBLISHER_", extra="forbid")
+    # hide_input_in_errors: a validation error would otherwise repeat the input values, the
+    # API token and the signing key among them.
+    model_config = SettingsConfigDict(
+        env_prefix="SCD_PUBLISHER_", extra="forbid", hide_input_in_errors=True
+    )
 
     agent_name: str = Field(
         default="publish",
@@ -98,6 +103,16 @@ class PublisherSettings(ScdSettings):
     )
     api_token: SecretStr | None = Field(
         default=None, description="Bearer token required by mutating endpoints."
+    )
+    signing_key: SecretStr | None = Field(
+        default=None,
+        description="Ed25519 private key that signs package and command records: a PEM file "
+        "path, or base64:<raw 32-byte key> (signed records; the production setting).",
+    )
+    signing_key_id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
+        description="Id of the signing key, sent with each signed record.",
     )
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
@@ -142,6 +157,10 @@ class PublisherSettings(ScdSettings):
             raise ValueError(
                 "SCD_PUBLISHER_INLINE_PACKAGE_LIMIT_BYTES must not exceed "
                 "SCD_PUBLISHER_MAX_PACKAGE_BYTES"
+            )
+        if (self.signing_key is None) != (self.signing_key_id is None):
+            raise ValueError(
+                "SCD_PUBLISHER_SIGNING_KEY and SCD_PUBLISHER_SIGNING_KEY_ID are set together"
             )
         if not self.dev_mode:
             token = self.api_token.get_secret_value() if self.api_token else None

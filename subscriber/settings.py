@@ -13,6 +13,7 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 from blobstore.settings import BlobStoreSettings
 from journal.config import ScdSettings
 from journal.settings import JournalSettings
+from journal.wire.signing import check_key_ids, parse_key_list
 
 
 class SubscriberSettings(ScdSettings):
@@ -68,6 +69,12 @@ class SubscriberSettings(ScdSettings):
     spark_jars: Annotated[list[str], NoDecode] = Field(default_factory=list)
     spark_shuffle_partitions: int = Field(default=2, ge=1)
 
+    # Signed records: public keys accepted for package and command records, as
+    # "key_id=/path/key.pub,key_id2=base64:<raw 32 bytes>" (a table in TOML); several during a
+    # key rotation. Empty: records are not checked. Loaded by
+    # journal.wire.signing.verifier_from_settings.
+    verify_keys: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+
     # The journal and the blob store are configured like the publisher's: SCD_JOURNAL_* and
     # SCD_BLOB_* (one setting, one place, whichever daemon reads it).
     journal: JournalSettings = Field(default_factory=JournalSettings)
@@ -80,6 +87,13 @@ class SubscriberSettings(ScdSettings):
         return (
             [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
         )
+
+    @field_validator("verify_keys", mode="before")
+    @classmethod
+    def _key_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            return parse_key_list(value)
+        return check_key_ids(value) if isinstance(value, Mapping) else value
 
 
 def _blob_settings_from_env() -> BlobStoreSettings | None:
