@@ -51,6 +51,7 @@ from journal.kafka import KafkaJournal
 from journal.settings import JournalSettings, TopicSettings
 from journal.topics import topic_specs
 from subscriber.agent import SubscriberAgent
+from subscriber.delta_store import DeltaStore
 from subscriber.rows import KIND_NODE
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_config
@@ -259,7 +260,7 @@ def run_scd(env: Env, journal: JournalSettings, last: int, profile: bool) -> dic
     settings = env.subscriber(journal, store)
     profiler = cProfile.Profile() if profile else None
     started = time.perf_counter()
-    agent = SubscriberAgent(settings, env.journal, env.spark)
+    agent = SubscriberAgent(settings, env.journal, DeltaStore(env.spark, settings.store_path))
     agent.open()
     opened = time.perf_counter()
     progress_at = opened

@@ -2,7 +2,7 @@
 subscriber agent at a low, steady package rate, and the time of one small Delta commit on the
 same machine in the same run (the floor any Delta-backed import pays per commit).
 
-Latency of a package = end of the store commit that contains it (``ContentStore.commit`` of the
+Latency of a package = end of the store commit that contains it (``DeltaStore.commit`` of the
 agent, wrapped) - ``PackageMessage.created_ms`` (set just before the package is sent).
 """
 
@@ -24,6 +24,7 @@ from journal.settings import JournalSettings
 from journal.wire.package import Node
 from subscriber.agent import SubscriberAgent
 from subscriber.changes import ChangeSet
+from subscriber.delta_store import DeltaStore
 from subscriber.rows import node_row, rows_frame
 from subscriber.settings import SubscriberSettings
 
@@ -69,7 +70,7 @@ class CommitLog:
 
 def profiled_run(agent: SubscriberAgent, profiler: cProfile.Profile) -> None:
     """Make the agent's import thread run under ``profiler``."""
-    original = agent.run
+    original = agent.loop.run
 
     def run() -> None:
         profiler.enable()
@@ -78,7 +79,7 @@ def profiled_run(agent: SubscriberAgent, profiler: cProfile.Profile) -> None:
         finally:
             profiler.disable()
 
-    setattr(agent, "run", run)  # noqa: B010 -- instance attribute, bench only
+    setattr(agent.loop, "run", run)  # noqa: B010 -- instance attribute, bench only
 
 
 def run_variant(
@@ -106,7 +107,7 @@ def run_variant(
     else:
         measured = adds
     commits = CommitLog()
-    agent = SubscriberAgent(settings, journal, spark)
+    agent = SubscriberAgent(settings, journal, DeltaStore(spark, settings.store_path))
     commits.wrap(agent)
     if profiler is not None:
         profiled_run(agent, profiler)

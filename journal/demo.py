@@ -87,6 +87,7 @@ def run_demo(workdir: Path, subscribers: int) -> int:
     from publisher.settings import PublisherSettings
     from subscriber.agent import SubscriberAgent
     from subscriber.content import export_tree
+    from subscriber.delta_store import DeltaStore
     from subscriber.settings import SubscriberSettings
     from subscriber.spark import spark_session
 
@@ -127,7 +128,9 @@ def run_demo(workdir: Path, subscribers: int) -> int:
         agents = []
         for settings in sub_settings:
             # One SparkSession per agent (shared JVM): commit settings are per session.
-            agent = SubscriberAgent(settings, journal, spark.newSession(), blobs).start()
+            agent = SubscriberAgent(
+                settings, journal, DeltaStore(spark.newSession(), settings.store_path), blobs
+            ).start()
             stack.callback(agent.stop)
             agents.append(agent)
 

@@ -15,9 +15,9 @@ from blobstore.factory import open_blob_store
 from journal.progress import ProgressBar
 from journal.wire.package import FILE_DATA
 from subscriber.content import export_tree, list_tree, open_binary, read_node
+from subscriber.delta_store import DeltaStore
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
-from subscriber.store import ContentStore
 
 
 def _settings(args: argparse.Namespace) -> SubscriberSettings:
@@ -33,10 +33,10 @@ def cmd_subscriber(args: argparse.Namespace) -> int:
     return run(_settings(args))
 
 
-def _open_store(settings: SubscriberSettings, stack: ExitStack) -> ContentStore:
+def _open_store(settings: SubscriberSettings, stack: ExitStack) -> DeltaStore:
     spark = spark_session(settings, "scd-content")
     stack.callback(spark.stop)
-    store = ContentStore(spark, settings.store_path)
+    store = DeltaStore(spark, settings.store_path)
     if not store.exists():
         raise SystemExit(f"scd: no content store at {settings.store_path}")
     return store

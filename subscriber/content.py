@@ -148,7 +148,7 @@ class UnsafeExportPath(ExportError):
 
 
 class NodeSource(Protocol):
-    """What content access needs from a store (subscriber.store.ContentStore has it)."""
+    """What content access needs from a store (subscriber.delta_store.DeltaStore has it)."""
 
     def nodes(self, root: str = "/", *, deep: bool = True) -> list[StoredNode]: ...
 

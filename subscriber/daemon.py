@@ -14,12 +14,18 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from types import FrameType
 
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
+
 from blobstore.factory import open_blob_store
+from journal.config import describe_settings_error
 from journal.errors import ConfigError, ScdError
 from journal.factory import open_journal
 from journal.logs import configure_logging, enable_stack_dumps
+from journal.redaction import redact
 from journal.topics import topic_specs
 from subscriber.agent import SubscriberAgent
+from subscriber.delta_store import DeltaStore
 from subscriber.http import HealthServer
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
@@ -66,7 +72,7 @@ def run(settings: SubscriberSettings) -> int:
         blobs = None
         if settings.blobstore is not None:
             blobs = stack.enter_context(open_blob_store(settings.blobstore))
-        agent = SubscriberAgent(settings, journal, spark, blobs)
+        agent = SubscriberAgent(settings, journal, DeltaStore(spark, settings.store_path), blobs)
         if not _wait_for(agent.open, "the journal and the content store", stop):
             return 0
         agent.start()
@@ -74,7 +80,7 @@ def run(settings: SubscriberSettings) -> int:
         if settings.http_port is not None:
             server = HealthServer(
                 agent.health,
-                agent.readiness.check,
+                agent.ready,
                 agent.metrics.render,
                 host=settings.http_host,
                 port=settings.http_port,
@@ -92,11 +98,15 @@ def main() -> int:
     enable_stack_dumps()
     try:
         settings = SubscriberSettings()
+    except (ValidationError, SettingsError) as exc:
+        # Never str(exc): pydantic's message quotes the values given, secrets included.
+        print(f"scd subscriber: {describe_settings_error(exc)}", file=sys.stderr)
+        return 2
     except (ValueError, ConfigError) as exc:
-        print(f"scd subscriber: invalid settings: {exc}", file=sys.stderr)
+        print(f"scd subscriber: invalid settings: {redact(str(exc))}", file=sys.stderr)
         return 2
     try:
         return run(settings)
     except ScdError as exc:
-        print(f"scd subscriber: {exc}", file=sys.stderr)
+        print(f"scd subscriber: {redact(str(exc))}", file=sys.stderr)
         return 1

@@ -1,11 +1,15 @@
 """Turn a package record into the content package to import: inline bytes or a blob-store
-reference, length and checksum verified, format version checked."""
+reference, length and checksum verified, format version checked, decoded within a size limit.
+
+Memory is bounded by what the record declares: a blob is read up to its declared length (one
+byte more tells a longer blob), and a package inflates only up to the decoded-size limit.
+"""
 
 from __future__ import annotations
 
 from blobstore.api import BlobStore
 from blobstore.errors import BlobNotFound, BlobStoreError
-from journal.errors import DecodeError, ScdError
+from journal.errors import DecodeError, PermanentError, ScdError
 from journal.wire.messages import PackageMessage
 from journal.wire.package import ContentPackage, checksum, decode_package
 
@@ -16,7 +20,7 @@ class PackageUnavailable(ScdError):
     retriable = True
 
 
-class CorruptPackage(ScdError):
+class CorruptPackage(PermanentError):
     """The package bytes are wrong (checksum, length, undecodable, unknown version)."""
 
 
@@ -28,7 +32,8 @@ def package_bytes(message: PackageMessage, blobs: BlobStore | None) -> bytes:
                 "but this subscriber has no blob store configured"
             )
         try:
-            data = blobs.get_bytes(message.pkg_binary_ref)
+            with blobs.get(message.pkg_binary_ref) as stream:
+                data = stream.read(message.pkg_length + 1)
         except BlobNotFound as exc:
             raise PackageUnavailable(
                 f"package {message.pkg_id}: blob {message.pkg_binary_ref} not found"
@@ -38,22 +43,26 @@ def package_bytes(message: PackageMessage, blobs: BlobStore | None) -> bytes:
     else:
         data = message.pkg_binary
     if message.pkg_length and len(data) != message.pkg_length:
+        longer = " or more" if len(data) > message.pkg_length else ""
         raise CorruptPackage(
-            f"package {message.pkg_id}: {len(data)} bytes, message says {message.pkg_length}"
+            f"package {message.pkg_id}: {len(data)}{longer} bytes, message says "
+            f"{message.pkg_length}"
         )
     if message.checksum and checksum(data) != message.checksum:
         raise CorruptPackage(
-            f"package {message.pkg_id}: checksum mismatch (expected {message.checksum}, "
+            f"package {message.pkg_id}: checksum mismatch (expected {message.checksum[:64]}, "
             f"got {checksum(data)})"
         )
     return data
 
 
-def read_package(message: PackageMessage, blobs: BlobStore | None) -> ContentPackage:
+def read_package(
+    message: PackageMessage, blobs: BlobStore | None, max_decoded_bytes: int
+) -> ContentPackage:
     data = package_bytes(message, blobs)
     if not data:
         return ContentPackage(package_id=message.pkg_id, req_type=message.req_type)
     try:
-        return decode_package(data)
+        return decode_package(data, max_decoded_bytes=max_decoded_bytes)
     except DecodeError as exc:
         raise CorruptPackage(f"package {message.pkg_id}: {exc}") from exc

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from journal.supervisor import register_metrics as register_thread_metrics
+
 # Package sizes: DELETE/TEST packages are a few hundred bytes, typical ADDs < 10 KB, and the
 # inline limit is 800 KiB (819200, its own bucket edge, so inline and spilled packages separate);
 # spilled packages reach tens of MiB.
@@ -59,6 +61,8 @@ class SubscriberMetrics:
     def __init__(self, agent: str) -> None:
         self.agent = agent
         self.registry = CollectorRegistry(auto_describe=True)
+        # Process-wide, labelled by thread name only (journal/supervisor.py).
+        register_thread_metrics(self.registry)
         r, label = self.registry, ["agent"]
         self.imported_package_size = Histogram(
             "scd_imported_package_size_bytes",
@@ -79,16 +83,25 @@ class SubscriberMetrics:
         ).labels(agent)
         self.permanent_import_errors = Counter(
             "scd_permanent_import_errors",
-            "Failed import attempts that a retry cannot fix (bad package, missing blob)",
+            "Packages that can never be imported (undecodable, forged, breaking a content "
+            "rule): recorded as REMOVED_FAILED without retries",
             label,
             registry=r,
         ).labels(agent)
         self.transient_import_errors = Counter(
             "scd_transient_import_errors",
-            "Failed import attempts that a retry may fix (store or blob store unavailable)",
+            "Failed import attempts that a retry may fix (store, journal or blob store "
+            "unavailable, a blob missing)",
             label,
             registry=r,
         ).labels(agent)
+        self._ignored_commands = Counter(
+            "scd_ignored_commands",
+            "Commands for this subscriber that it refused, by reason (signature, agent, "
+            "beyond-log)",
+            ["agent", "reason"],
+            registry=r,
+        )
         self.import_loop_restarts = Counter(
             "scd_import_loop_restarts",
             "Times the import loop started again from the stored offset after an unexpected error",
@@ -157,6 +170,9 @@ class SubscriberMetrics:
             self.transient_import_errors.inc()
         else:
             self.permanent_import_errors.inc()
+
+    def command_ignored(self, reason: str) -> None:
+        self._ignored_commands.labels(self.agent, reason).inc()
 
     def status_sent(self, status: str) -> None:
         self._package_status_count.labels(self.agent, status).inc()

@@ -11,7 +11,9 @@ only once its content is about current. It becomes ready on the first of:
 * forced: ``force_ready_s`` passed since start, whatever happens.
 
 Once ready it stays ready, as in Sling: readiness is about the start, and an instance that
-served traffic must not flap out of the load balancer when a burst of packages arrives.
+served traffic must not flap out of the load balancer when a burst of packages arrives. A
+background thread that is down is another matter: ``supervised_check`` makes the endpoint
+answer 503 while one is (journal/supervisor.py), whatever these rules say.
 
 All times are wall-clock seconds (``time.time``) because a package's age compares its
 publisher's wall-clock creation time with ours; a clock step can only make a rule fire
@@ -28,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from journal.supervisor import Supervisor
+
 log = logging.getLogger(__name__)
 
 # Sling's defaults (SubscriberIdle): idle 10 s, message age 120 s, more than 10 retries,
@@ -41,6 +45,22 @@ DEFAULT_MAX_MESSAGE_AGE_S = 120.0
 DEFAULT_MAX_RETRIES = 10
 # 5 minutes: an upper bound on how long an instance can stay out of service.
 DEFAULT_FORCE_READY_S = 300.0
+
+
+ReadinessCheck = Callable[[], tuple[bool, str]]
+
+
+def supervised_check(check: ReadinessCheck, supervisor: Supervisor) -> ReadinessCheck:
+    """``check`` (say ``Readiness.check``), but (False, which thread) while one of
+    ``supervisor``'s threads is down: a subscriber whose import loop is down serves stale
+    content."""
+
+    def checked() -> tuple[bool, str]:
+        ready, reason = check()  # first: its timers still fire while a thread is down
+        threads_ok, threads = supervisor.health()
+        return (ready, reason) if threads_ok else (False, threads)
+
+    return checked
 
 
 class ReadyReason(StrEnum):

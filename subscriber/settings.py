@@ -13,6 +13,7 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 from blobstore.settings import BlobStoreSettings
 from journal.config import ScdSettings
 from journal.settings import JournalSettings
+from journal.wire.package import MAX_DECODED_BYTES
 from journal.wire.signing import check_key_ids, parse_key_list
 
 
@@ -46,6 +47,12 @@ class SubscriberSettings(ScdSettings):
     # this. A Delta commit has a fixed cost of about half a second here whatever its size, so
     # large batches amortize it; 2,000 packages of ~5 KB are ~10 MB of rows on the driver.
     batch_max: int = Field(default=2000, ge=1)
+    # Decoded bytes of packages held for one commit, and again for the batch read ahead while
+    # it commits: a batch ends once its packages reach this (a larger package goes alone).
+    batch_max_bytes: int = Field(default=128 * 1024 * 1024, ge=1)
+    # Largest package accepted, decoded: at least the publisher's SCD_PUBLISHER_MAX_PACKAGE_BYTES.
+    # A larger one is a permanent failure (REMOVED_FAILED) instead of a memory spike.
+    max_package_bytes: int = Field(default=MAX_DECODED_BYTES, ge=1)
     # How long one poll waits for packages: bounds shutdown and command latency when idle.
     poll_timeout_s: float = Field(default=0.5, gt=0)
     # Skipped (not-for-us) packages: store the offset at least every Nth skip (Sling: 10).

@@ -66,8 +66,9 @@ FILE_DATA = "jcr:data"
 LAST_MODIFIED = "jcr:lastModified"
 
 # A package that inflates beyond this is refused instead of exhausting memory (a corrupt or
-# hostile payload); far above any package the publisher's size limit lets through.
-MAX_DECODED_BYTES = 512 * 1024 * 1024
+# hostile payload). The publisher's default maximum package size, which it applies to the
+# decoded size too (journal/wire/rules.py, ContentLimits.max_package_bytes).
+MAX_DECODED_BYTES = 64 * 1024 * 1024
 
 
 def checksum(data: bytes) -> str:

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 
 from journal.errors import PermanentError
 from journal.wire.journal_pb2 import PackageMessage, ReqType
-from journal.wire.package import PACKAGE_TYPE, Binary, ContentPackage, Node, Value
+from journal.wire.package import (
+    MAX_DECODED_BYTES,
+    PACKAGE_TYPE,
+    Binary,
+    ContentPackage,
+    Node,
+    Value,
+)
 
 # Rule names, as errors and documentation cite them.
 PATH_SYNTAX = "path-syntax"
@@ -59,7 +66,7 @@ class ContentLimits:
     max_properties: int = 1_000  # properties of one node
     max_nodes: int = 100_000  # nodes of one package
     max_roots: int = 10_000  # filter roots (paths) of one package
-    max_package_bytes: int = 64 * 1024 * 1024  # a package decoded (uncompressed)
+    max_package_bytes: int = MAX_DECODED_BYTES  # a package decoded (uncompressed)
     max_content_type_chars: int = 255
 
 

@@ -22,3 +22,13 @@ def env(
     with open_journal(js) as journal, open_blob_store(bs) as blobs:
         h.create_topics(journal, js)
         yield h.Env(journal, js, blobs, bs, tmp_path)
+
+
+@pytest.fixture
+def local_env(unique_name: str, tmp_path: Path) -> Iterator[h.Env]:
+    """The embedded journal (SQLite) and a local blob store: no services, no Spark."""
+    js = h.journal_settings(None, unique_name, tmp_path)
+    bs = h.blob_settings(None, unique_name, tmp_path)
+    with open_journal(js) as journal, open_blob_store(bs) as blobs:
+        h.create_topics(journal, js)
+        yield h.Env(journal, js, blobs, bs, tmp_path)

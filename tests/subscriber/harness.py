@@ -19,17 +19,17 @@ from journal.api import Journal, Position
 from journal.settings import JournalSettings, TopicSettings
 from journal.topics import topic_specs
 from journal.wire import messages as m
-from journal.wire.package import ContentPackage, checksum, encode_package
-from journal.wire.package import PACKAGE_TYPE
+from journal.wire.package import PACKAGE_TYPE, ContentPackage, checksum, encode_package
 from subscriber.agent import SubscriberAgent
+from subscriber.delta_store import DeltaStore
 from subscriber.settings import SubscriberSettings
-from subscriber.store import ContentStore
+from subscriber.store import Store
 from tests.services import KafkaService, S3Service, unique_topics
 
 PUB = "publish"
 
 
-def committed_offsets(store: ContentStore) -> list[int]:
+def committed_offsets(store: DeltaStore) -> list[int]:
     """Every package offset the store's commits cover (imports, skips, REMOVED_FAILED), from the
     offset ranges in the Delta history: sorted, once per commit covering it, so a package applied
     twice shows up twice."""
@@ -218,7 +218,18 @@ class Env:
 
     def agent(self, spark: Any, store: str = "store", **overrides: Any) -> SubscriberAgent:
         settings = subscriber_settings(self.js, self.bs, self.tmp / store, **overrides)
-        agent = SubscriberAgent(settings, self.journal, spark, self.blobs)
+        agent = SubscriberAgent(
+            settings, self.journal, DeltaStore(spark, settings.store_path), self.blobs
+        )
+        agent.open()
+        return agent
+
+    def memory_agent(self, store: Store | None = None, **overrides: Any) -> SubscriberAgent:
+        """An opened agent on an in-memory store (``store``: one to reopen)."""
+        from tests.subscriber.memory_store import MemoryStore
+
+        settings = subscriber_settings(self.js, self.bs, self.tmp / "store", **overrides)
+        agent = SubscriberAgent(settings, self.journal, store or MemoryStore(), self.blobs)
         agent.open()
         return agent
 

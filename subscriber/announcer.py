@@ -1,0 +1,82 @@
+"""Discovery: the subscriber announces itself and its progress to the publishers it follows
+(Sling: every 10 s; the publisher drops a subscriber silent for 30 s), and refreshes its lag
+from the log's latest offset on the same beat."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from journal.api import Journal
+from journal.errors import JournalError
+from journal.messaging import MessageSender
+from journal.wire import messages as m
+from subscriber.metrics import SubscriberMetrics
+from subscriber.readiness import Readiness
+from subscriber.settings import SubscriberSettings
+
+log = logging.getLogger(__name__)
+
+
+class Announcer:
+    def __init__(
+        self,
+        settings: SubscriberSettings,
+        journal: Journal,
+        instance_id: Callable[[], str],
+        progress: Callable[[], tuple[int, int]],  # (processed offset, retries)
+        metrics: SubscriberMetrics,
+        readiness: Readiness,
+        stop: threading.Event,
+    ) -> None:
+        self.settings = settings
+        self.name = settings.agent_name
+        self.journal = journal
+        self.instance_id = instance_id
+        self.progress = progress
+        self.metrics = metrics
+        self.readiness = readiness
+        self.stop = stop
+        self.now = threading.Event()  # set: announce without waiting for the interval
+        self.lag = 0  # packages on the log after the processed offset, as of the last refresh
+        self._sender = MessageSender(journal, settings.journal.topics.discovery)
+
+    def message(self) -> m.DiscoveryMessage:
+        offset, retries = self.progress()
+        return m.DiscoveryMessage(
+            sub_sling_id=self.instance_id(),
+            sub_agent_name=self.name,
+            subscriber_state=[
+                m.SubscriberState(pub_agent_name=agent, offset=offset, retries=retries)
+                for agent in self.settings.pub_agents
+            ],
+            subscriber_configuration=m.SubscriberConfiguration(
+                editable=self.settings.editable, max_retries=self.settings.max_retries
+            ),
+        )
+
+    def announce(self) -> None:
+        try:
+            self._sender.send(self.message(), key=self.name)
+        except JournalError as exc:
+            log.warning("%s: discovery announcement failed: %s", self.name, exc)
+
+    def refresh_lag(self) -> None:
+        try:
+            latest = self.journal.latest_offset(self.settings.journal.topics.package)
+        except JournalError:
+            return
+        processed, _ = self.progress()
+        self.lag = max(0, latest - processed - 1)
+        self.metrics.offsets(processed, latest)
+        ready, reason = self.readiness.check()
+        if ready and self.readiness.ready_after_s is not None:
+            self.metrics.ready(reason, self.readiness.ready_after_s)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.announce()
+            self.refresh_lag()
+            self.now.wait(self.settings.announce_interval_s)
+            self.now.clear()

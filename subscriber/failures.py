@@ -1,0 +1,74 @@
+"""Telling the publisher, and the log, that a package failed.
+
+Every failure is a log line and a LogMessage on the status topic under the publisher agent of
+the failing package, which the publisher shows in that subscriber's error queue. A permanent
+failure's message starts with ``permanent:``; a transient one names its attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Callable
+
+from journal.errors import JournalError
+from journal.messaging import MessageSender
+from journal.wire import messages as m
+
+log = logging.getLogger(__name__)
+
+# Longest stack trace sent with a LogMessage (the subscriber's own log has it whole).
+MAX_STACKTRACE_CHARS = 4000
+# Longest error text sent: errors may quote hostile input, which must not grow the topic.
+MAX_MESSAGE_CHARS = 2000
+
+
+class FailureReporter:
+    def __init__(
+        self,
+        name: str,
+        instance_id: Callable[[], str],
+        status: MessageSender,
+        on_report: Callable[[], None],
+    ) -> None:
+        self.name = name
+        self.instance_id = instance_id
+        self.status = status
+        self.on_report = on_report  # e.g. announce the new retry count at once
+
+    def report(
+        self,
+        offset: int,
+        pub_agent: str,
+        pkg_id: str,
+        cause: BaseException,
+        *,
+        attempt: int | None = None,
+    ) -> None:
+        """``attempt`` None: a permanent failure, never retried."""
+        what = "permanent" if attempt is None else f"attempt {attempt}"
+        log.warning(
+            "%s: import of offset %d (%s) failed (%s): %s",
+            self.name,
+            offset,
+            pub_agent,
+            what,
+            cause,
+            extra={"agent": self.name, "offset": offset, "attempt": attempt or 0},
+        )
+        text = f"{what}: {cause}"
+        try:
+            self.status.send(
+                m.LogMessage(
+                    pub_agent_name=pub_agent,
+                    sub_sling_id=self.instance_id(),
+                    sub_agent_name=self.name,
+                    message=text[:MAX_MESSAGE_CHARS],
+                    stacktrace="".join(traceback.format_exception(cause))[-MAX_STACKTRACE_CHARS:],
+                    offset=offset,
+                    pkg_id=pkg_id,
+                )
+            )
+        except JournalError as exc:
+            log.warning("%s: could not send LogMessage: %s", self.name, exc)
+        self.on_report()

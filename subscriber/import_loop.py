@@ -1,0 +1,379 @@
+"""The import loop: follows the package topic from the store's offset and imports each package
+into the store exactly once.
+
+One thread does every store write, in offset order: it polls packages, folds them into the
+store's unit of work (several per commit when behind), commits, then sends the statuses that
+commit recorded. While a batch commits, a helper thread polls and decodes the next one
+(fetching spilled packages from the blob store): the import thread then finds it ready, and
+nothing of it is imported before the batch ahead of it is.
+
+Memory is bounded by bytes, not only by packages: a batch ends once its decoded packages reach
+``batch_max_bytes`` (a larger package goes alone), and the batch read ahead has the same
+budget. Records are polled in small chunks; what a chunk holds beyond the budget waits, raw,
+for the next batch.
+
+A package that can never be imported (subscriber.decoding) is committed as REMOVED_FAILED in
+its batch; one that failed for a reason a retry may mend is isolated and retried
+(subscriber.retries).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from journal.api import Consumer, Journal, Position, Record
+from journal.errors import JournalError
+from journal.wire import messages as m
+from subscriber.bookkeeping import Bookkeeping
+from subscriber.changes import ChangeSet, Unit
+from subscriber.commands import ClearRequests
+from subscriber.decoding import Decoded, RecordDecoder
+from subscriber.failures import FailureReporter
+from subscriber.metrics import SubscriberMetrics
+from subscriber.readiness import Readiness
+from subscriber.retries import AttemptFailed, Retries, RetryPolicy
+from subscriber.settings import SubscriberSettings
+from subscriber.store import Store
+
+log = logging.getLogger(__name__)
+
+# Records taken from the consumer at a time: what waits raw beyond a batch's byte budget is at
+# most this many records (each at most the topic's maximum message size).
+POLL_CHUNK = 64
+
+InvalidateHook = Callable[[Sequence[str], m.PackageMessage], None]
+Polled = list[tuple[Record, Decoded]]
+
+
+@dataclass
+class AgentCounters:
+    imported: int = 0
+    skipped: int = 0
+    permanent_failures: int = 0
+    commits: int = 0
+    unknown_records: int = 0
+    last_batch: int = 0
+    loop_restarts: int = 0  # import loop restarted from the stored offset after an error
+    import_seconds: list[float] = field(default_factory=list)
+
+
+class ImportLoop:
+    def __init__(
+        self,
+        settings: SubscriberSettings,
+        journal: Journal,
+        store: Store,
+        decoder: RecordDecoder,
+        clears: ClearRequests,
+        bookkeeping: Bookkeeping,
+        reporter: FailureReporter,
+        metrics: SubscriberMetrics,
+        readiness: Readiness,
+        stop: threading.Event,
+        invalidate: InvalidateHook | None = None,
+    ) -> None:
+        self.settings = settings
+        self.name = settings.agent_name
+        self.journal = journal
+        self.store = store
+        self.decoder = decoder
+        self.clears = clears
+        self.bookkeeping = bookkeeping
+        self.reporter = reporter
+        self.metrics = metrics
+        self.readiness = readiness
+        self.stop = stop
+        self.invalidate = invalidate
+        self.topic = settings.journal.topics.package
+        self.counters = AgentCounters()
+        self.retries = Retries(
+            RetryPolicy(settings.retry_initial_s, settings.retry_max_s, settings.max_retries),
+            editable=settings.editable,
+            clears=clears,
+            reporter=reporter,
+            metrics=metrics,
+            readiness=readiness,
+            stop=stop,
+            skip=self._skip,
+        )
+        self.processed_offset = -1  # in memory; the store may lag by unstored skips
+        self.latest_seen_ms = 0
+        self._batch = settings.batch_max
+        self._unstored_skips = 0
+        self._consumer: Consumer | None = None
+        self._raw: deque[Record] = deque()  # polled, beyond the last batch's byte budget
+        # The next batch, polled and decoded while the current one commits (one at a time).
+        self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-prefetch")
+        self._prefetched: Future[Polled] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def opened(self) -> bool:
+        return self._consumer is not None
+
+    def open(self) -> None:
+        """Open the store, settle the start position, resend statuses a crash left unsent."""
+        state = self.store.open()
+        if state.offset is None:
+            start = (
+                self.journal.latest_offset(self.topic)
+                if self.settings.reset == "latest"
+                else self.journal.earliest_offset(self.topic)
+            )
+            self.store.record_offset(start - 1, f"new store, reset to {self.settings.reset}")
+            log.info(
+                "%s: new store starts at offset %d (%s)", self.name, start, self.settings.reset
+            )
+        offset = self.store.state.offset if self.store.state else None
+        self.processed_offset = offset if offset is not None else -1
+        self._consumer = self.journal.consumer(self.topic, Position.at(self.processed_offset + 1))
+        self.bookkeeping.send_pending_statuses()
+
+    def close(self) -> None:
+        """Close the consumer once no prefetch uses it; records prefetched are dropped (they
+        are after the stored offset, so a reopened consumer reads them again)."""
+        if self._prefetched is not None:
+            self._prefetched.exception()  # waits for it; its outcome no longer matters
+            self._prefetched = None
+        self._raw.clear()
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def shutdown(self) -> None:
+        self.close()
+        self._prefetcher.shutdown()
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                if self._consumer is None:
+                    self.open()
+                self.run_once()
+            except JournalError as exc:
+                log.warning("%s: journal unavailable, retrying: %s", self.name, exc)
+                self.close()  # records polled but not imported are read again
+                self.stop.wait(self.settings.poll_timeout_s)
+            except Exception:
+                # Anything else (a bug, the store failing outside an import) would lose the
+                # records polled but not imported if the loop just went on: start again from
+                # the offset in the store, as a restarted process would.
+                self.counters.loop_restarts += 1
+                self.metrics.import_loop_restarts.inc()
+                log.exception("%s: import loop failed; resuming from the stored offset", self.name)
+                self.close()
+                self.stop.wait(self.settings.retry_initial_s)
+
+    def run_once(self) -> int:
+        """Poll and import one batch; returns the number of records handled."""
+        assert self._consumer is not None, "open() the agent first"
+        self.clears.persist()
+        if self._prefetched is not None:
+            future, self._prefetched = self._prefetched, None
+            polled = future.result()
+            held = sum(d.size for _, d in polled)
+            if polled and len(polled) < self._batch and held < self.settings.batch_max_bytes:
+                # The prefetch returned with the first records that came during the commit;
+                # take the ones that came after them too, as a poll after the commit would.
+                polled += self.poll(0.0, self._batch - len(polled), held)
+        else:
+            polled = self.poll()
+        self.readiness.on_poll(len(polled))
+        if not polled:
+            self.bookkeeping.idle()
+            return 0
+        self._import(polled)
+        # After a batch was split to isolate a failing package, grow back to batch_max.
+        self._batch = min(self._batch * 2, self.settings.batch_max)
+        return len(polled)
+
+    def poll(
+        self, timeout_s: float | None = None, max_records: int | None = None, held: int = 0
+    ) -> Polled:
+        """The next batch, decoded: up to ``max_records`` records, ending once the decoded
+        bytes (``held`` already) reach the batch budget (in the import thread, or as the
+        prefetch)."""
+        assert self._consumer is not None, "open() the agent first"
+        limit = self._batch if max_records is None else max_records
+        wait = self.settings.poll_timeout_s if timeout_s is None else timeout_s
+        polled: Polled = []
+        while len(polled) < limit and held < self.settings.batch_max_bytes:
+            if not self._raw:
+                chunk = min(limit - len(polled), POLL_CHUNK)
+                self._raw.extend(self._consumer.poll(0.0 if polled else wait, max_records=chunk))
+                if not self._raw:
+                    break
+            record = self._raw.popleft()
+            decoded = self.decoder.decode(record)
+            polled.append((record, decoded))
+            held += decoded.size
+        return polled
+
+    def _import(self, polled: Polled) -> None:
+        changes = self.store.begin()
+        for record, decoded in polled:
+            if self.stop.is_set():
+                break
+            try:
+                changes.add(self._unit(record, decoded))
+            except Exception as exc:  # this package fails: import the ones before it first
+                self._commit_or_retry(changes)
+                self._retry(record, exc)
+                changes = self.store.begin()
+        if not self.stop.is_set():
+            self._prefetched = self._prefetcher.submit(self.poll)
+        self._commit_or_retry(changes)
+
+    def _commit_or_retry(self, changes: ChangeSet) -> None:
+        try:
+            self._commit(changes)
+        except AttemptFailed as failed:  # a one-package commit failed
+            self._retry_unit(changes.units[0], failed.cause)
+
+    def _unit(self, record: Record, decoded: Decoded | None = None) -> Unit:
+        """What to do with one record (decoded ahead of time or now); raises when the package
+        cannot be imported now but a retry may mend that."""
+        offset = record.offset
+        if decoded is None:
+            decoded = self.decoder.decode(record)
+        message = decoded.package_message
+        if decoded.unknown or (decoded.error is None and message is None):
+            self.counters.unknown_records += 1
+            log.warning("%s: skipped record at offset %d: %s", self.name, offset, decoded.error)
+            return Unit(offset, "", "", m.ReqType.TEST)
+        if message is None:  # undecodable: it names no agent; reported to the first followed
+            return self._failed_permanently(offset, self.settings.pub_agents[0], "", decoded)
+        agent, created = message.pub_agent_name, message.created_ms
+        if agent not in self.settings.pub_agents:
+            return Unit(offset, agent, message.pkg_id, message.req_type)
+        if offset <= self.clears.cleared(agent):
+            self.retries.cleared += 1
+            status = m.Status.REMOVED if self.settings.editable else None
+            return Unit(offset, agent, message.pkg_id, message.req_type, None, status, created)
+        if decoded.permanent:
+            return self._failed_permanently(offset, agent, message.pkg_id, decoded)
+        if decoded.error is not None:
+            raise decoded.error
+        assert decoded.package is not None, "a followed agent's package is read when decoded"
+        if message.req_type == m.ReqType.INVALIDATE and self.invalidate is not None:
+            self.invalidate([*message.paths], message)
+        status = m.Status.IMPORTED if self.settings.editable else None
+        return Unit(
+            offset, agent, message.pkg_id, message.req_type, decoded.package, status, created
+        )
+
+    def _failed_permanently(self, offset: int, agent: str, pkg_id: str, decoded: Decoded) -> Unit:
+        """A package no retry can import: REMOVED_FAILED, committed with its batch, whatever
+        max_retries says and whether or not the subscriber is editable."""
+        assert decoded.error is not None
+        self.counters.permanent_failures += 1
+        self.metrics.import_failed(retriable=False)
+        self.reporter.report(offset, agent, pkg_id, decoded.error)
+        return Unit(offset, agent, pkg_id, m.ReqType.TEST, None, m.Status.REMOVED_FAILED)
+
+    def _commit(self, changes: ChangeSet) -> None:
+        """Commit a batch (isolating a failing package if the commit itself fails)."""
+        if not changes.units:
+            return
+        content = any(u.package is not None or u.status is not None for u in changes.units)
+        self._unstored_skips += sum(
+            1 for u in changes.units if u.package is None and u.status is None
+        )
+        if not content and self._unstored_skips < self.settings.skip_store_every:
+            self._advance(changes)  # not-for-us packages only: store every Nth skip
+            return
+        started = time.monotonic()
+        try:
+            self.store.commit(changes)
+        except Exception as exc:
+            if len(changes.units) == 1:
+                raise AttemptFailed(changes.units[0].offset, exc) from exc
+            log.warning(
+                "%s: batch %s failed (%s); importing its packages one by one",
+                self.name,
+                changes.summary()["offsets"],
+                exc,
+            )
+            self._batch = 1
+            for unit in changes.units:
+                single = self.store.begin()
+                single.add(unit)
+                try:
+                    self._commit(single)
+                except AttemptFailed as failed:
+                    self._retry_unit(unit, failed.cause)
+            return
+        self._committed(changes, time.monotonic() - started)
+
+    def _committed(self, changes: ChangeSet, elapsed: float) -> None:
+        now_ms = int(time.time() * 1000)
+        for unit in changes.units:
+            if unit.package is not None:
+                self.metrics.package_imported(unit.package.ByteSize(), unit.created_ms, now_ms)
+                self.readiness.on_imported(unit.created_ms)
+        self.metrics.batch_imported(len(changes.units), elapsed)
+        self.counters.import_seconds.append(elapsed)
+        self.counters.commits += 1
+        self.counters.last_batch = len(changes.units)
+        self.counters.imported += sum(1 for u in changes.units if u.package is not None)
+        self._unstored_skips = 0
+        self._advance(changes)
+        log.info(
+            "%s: committed offsets %d..%d (%d packages, %d upserts, %d deletes) in %.2f s",
+            self.name,
+            changes.first_offset,
+            changes.last_offset,
+            len(changes.units),
+            len(changes.upserts),
+            len(changes.deletes),
+            elapsed,
+            extra={
+                "agent": self.name,
+                "offset": changes.last_offset,
+                "first_offset": changes.first_offset,
+                "packages": len(changes.units),
+            },
+        )
+        self.bookkeeping.send_pending_statuses()
+        self.bookkeeping.commits_since_purge += 1
+
+    def _advance(self, changes: ChangeSet) -> None:
+        self.processed_offset = changes.last_offset
+        created = [u.created_ms for u in changes.units if u.created_ms]
+        if created:
+            self.latest_seen_ms = max(created)
+
+    # ------------------------------------------------------------------ failures
+    def _retry(self, record: Record, cause: BaseException) -> None:
+        """Retry the package at ``record`` (re-read each time: a blob may appear)."""
+
+        def attempt() -> None:
+            changes = self.store.begin()
+            changes.add(self._unit(record))
+            self._commit(changes)
+
+        message = self.decoder.decode(record).package_message
+        agent = message.pub_agent_name if message else self.settings.pub_agents[0]
+        pkg_id = message.pkg_id if message else ""
+        self.retries.retry(record.offset, agent, pkg_id, cause, attempt)
+
+    def _retry_unit(self, unit: Unit, cause: BaseException) -> None:
+        def attempt() -> None:
+            changes = self.store.begin()
+            changes.add(unit)
+            self._commit(changes)
+
+        self.retries.retry(unit.offset, unit.pub_agent, unit.pkg_id, cause, attempt)
+
+    def _skip(self, offset: int, agent: str, status: int | None) -> None:
+        changes = self.store.begin()
+        changes.add(Unit(offset, agent, "", m.ReqType.TEST, None, status))
+        self._unstored_skips = self.settings.skip_store_every  # always store this one
+        self._commit(changes)

@@ -1,0 +1,272 @@
+"""Failure classes of the import, on an in-memory store (no Spark): a package that can never be
+imported is committed as REMOVED_FAILED with its batch and never blocks, whatever max_retries
+says; a transient failure is retried (and blocks with max_retries = -1); clears are checked.
+
+Every permanent class runs on the embedded journal (SQLite, local blobs) and on real Kafka
+and S3."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from journal.wire import messages as m
+from journal.wire import rules
+from journal.wire.package import (
+    Binary,
+    ContentPackage,
+    MultiValue,
+    Node,
+    Value,
+    encode_package,
+)
+from tests.subscriber import harness as h
+from tests.subscriber.harness import Env
+from tests.subscriber.memory_store import MemoryStore
+from tests.subscriber.packages import node, package
+from tests.waiting import wait_for
+
+ADD, DELETE = m.ReqType.ADD, m.ReqType.DELETE
+
+
+def good(pkg_id: str, path: str) -> ContentPackage:
+    return package(pkg_id, ADD, [(path, True)], [node(path, title=pkg_id)])
+
+
+def with_value(value: Value) -> ContentPackage:
+    n = Node(path="/bad")
+    n.properties["m"].CopyFrom(value)
+    return package("bad", ADD, [("/bad", True)], [n])
+
+
+def multi(*values: Value) -> Value:
+    return Value(multi_value=MultiValue(values=list(values)))
+
+
+def send_message(env: Env, message: m.PackageMessage, **headers: str) -> int:
+    value, encoded = m.encode(message)
+    return env.journal.send(env.js.topics.package, value, headers={**encoded, **headers})
+
+
+def message_for(pkg: ContentPackage, **fields: Any) -> m.PackageMessage:
+    data = encode_package(pkg)
+    values: dict[str, Any] = {
+        "pub_sling_id": "pub-1",
+        "pub_agent_name": h.PUB,
+        "pkg_id": pkg.package_id,
+        "req_type": pkg.req_type,
+        "pkg_type": "scd-content",
+        "pkg_length": len(data),
+        "pkg_binary": data,
+    }
+    values.update(fields)
+    return m.PackageMessage(**values)
+
+
+def bomb() -> bytes:
+    """A package whose 20 MiB string compresses to ~20 KB (the subscriber's limit is 1 MiB)."""
+    pkg = package("bomb", ADD, [("/bad", True)], [node("/bad", text="x" * (20 * 1024 * 1024))])
+    raw = pkg.SerializeToString()
+    return b"SCDP\x01\x01" + zlib.compress(raw, 9)
+
+
+# name -> (sends the bad record, the text its failure names)
+Sender = Callable[[Env], int]
+PERMANENT: dict[str, tuple[Sender, str]] = {
+    "mixed multi-value": (
+        lambda e: e.send(with_value(multi(Value(string_value="a"), Value(long_value=1)))),
+        "long and string",
+    ),
+    "date after 9999": (
+        lambda e: e.send(with_value(Value(date_ms=rules.MAX_DATE_MS + 1))),
+        "date-range",
+    ),
+    "date before 0001": (
+        lambda e: e.send(with_value(Value(date_ms=rules.MIN_DATE_MS - 1))),
+        "date-range",
+    ),
+    "binary in a list": (
+        lambda e: e.send(with_value(multi(Value(binary_value=Binary(inline=b"x"))))),
+        "binary-placement",
+    ),
+    "node outside its roots": (
+        lambda e: e.send(package("out", ADD, [("/a", False)], [node("/a/b")])),
+        "outside",
+    ),
+    "undecodable record": (
+        lambda e: e.journal.send(
+            e.js.topics.package, b"\xff\xfe garbage", headers={"type": "PackageMessage"}
+        ),
+        "undecodable",
+    ),
+    "unknown package version": (
+        lambda e: e.send(good("v9", "/v9"), data=b"SCDP\x09\x00" + b"\x00" * 8),
+        "version 9",
+    ),
+    "checksum mismatch": (
+        lambda e: e.send(good("sum", "/sum"), declared_checksum="0" * 64),
+        "checksum mismatch",
+    ),
+    "over the size limit": (lambda e: e.send(good("bomb", "/bad"), data=bomb()), "beyond"),
+    "unknown request type": (
+        lambda e: send_message(e, message_for(good("rt", "/rt"), req_type=200)),
+        "unknown request type 200",
+    ),
+    "unknown package type": (
+        lambda e: send_message(e, message_for(good("pt", "/pt"), pkg_type="other")),
+        "package type",
+    ),
+    "package larger than declared": (
+        lambda e: send_message(e, message_for(good("len", "/len"), pkg_length=3)),
+        "message says 3",
+    ),
+}
+
+
+@pytest.fixture(params=["sqlite", "kafka"])
+def any_env(request: pytest.FixtureRequest) -> Env:
+    """The embedded journal, or real Kafka and S3 (the failure classes hold on both)."""
+    if request.param == "kafka":
+        request.applymarker(pytest.mark.integration)
+        return request.getfixturevalue("env")  # type: ignore[no-any-return]
+    return request.getfixturevalue("local_env")  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("case", sorted(PERMANENT))
+def test_a_permanent_failure_is_committed_with_its_batch_and_never_blocks(
+    any_env: Env, case: str
+) -> None:
+    env = any_env
+    send_bad, reason = PERMANENT[case]
+    first = env.send(good("g0", "/g0"))
+    bad = send_bad(env)
+    after = env.send(good("g2", "/g2"))
+    store = MemoryStore()
+    # Sling's defaults: blocking (max_retries -1), not editable; and the decoded-size limit low.
+    agent = env.memory_agent(store, max_package_bytes=1024 * 1024)
+    h.drive(agent, lambda: agent.processed_offset >= after, timeout_s=60)
+
+    assert store.history[-1] == (first, after)  # one commit: the failure rides in the batch
+    assert store.node("/g0") is not None and store.node("/g2") is not None
+    assert store.node("/bad") is None
+    assert agent.retries == 0 and agent.counters.permanent_failures == 1
+    assert h.statuses(env.journal, env.js) == {bad: "REMOVED_FAILED"}  # not editable: only it
+    (log,) = [x for x in h.log_messages(env.journal, env.js) if x.offset == bad]
+    assert log.message.startswith("permanent: ") and reason in log.message
+    assert log.pub_agent_name == h.PUB and log.sub_agent_name == agent.name
+    assert 'scd_permanent_import_errors_total{agent="sub"} 1.0' in agent.metrics.render().decode()
+    assert 'scd_transient_import_errors_total{agent="sub"} 0.0' in agent.metrics.render().decode()
+
+
+def test_a_missing_blob_is_transient_blocks_and_imports_once_it_appears(local_env: Env) -> None:
+    env = local_env
+    stuck = env.send(good("stuck", "/s"), blobs=env.blobs)
+    data = env.blobs.get_bytes("packages/stuck")
+    env.blobs.delete("packages/stuck")
+    after = env.send(good("g1", "/g1"))
+    agent = env.memory_agent(retry_initial_s=0.01, retry_max_s=0.02).start()
+    try:
+        wait_for(lambda: agent.retries >= 3, 30)
+        assert agent.state == "BLOCKED" and agent.processed_offset == stuck - 1
+        env.blobs.put_bytes("packages/stuck", data)
+        wait_for(lambda: agent.processed_offset == after, 30)
+    finally:
+        agent.stop()
+    store = agent.store
+    assert isinstance(store, MemoryStore)
+    assert store.node("/s") is not None and store.committed_offsets().count(stuck) == 1
+    logs = [x for x in h.log_messages(env.journal, env.js) if x.offset == stuck]
+    assert logs and all(x.message.startswith("attempt ") for x in logs)
+    assert h.statuses(env.journal, env.js) == {}
+
+
+def test_max_retries_gives_up_a_transient_failure_as_removed_failed(local_env: Env) -> None:
+    env = local_env
+    stuck = env.send(good("stuck", "/s"), blobs=env.blobs)
+    env.blobs.delete("packages/stuck")
+    after = env.send(good("g1", "/g1"))
+    agent = env.memory_agent(max_retries=2, retry_initial_s=0.01, retry_max_s=0.02)
+    h.drive(agent, lambda: agent.processed_offset >= after, timeout_s=30)
+    attempts = [x for x in h.log_messages(env.journal, env.js) if x.offset == stuck]
+    assert [x.message.split(":")[0] for x in attempts] == ["attempt 1", "attempt 2", "attempt 3"]
+    assert h.statuses(env.journal, env.js) == {stuck: "REMOVED_FAILED"}
+
+
+def test_failures_are_reported_under_the_failing_packages_agent(local_env: Env) -> None:
+    env = local_env
+    env.send(good("a0", "/a0"))
+    bad = send_message(
+        env,
+        message_for(
+            with_value(multi(Value(long_value=1), Value(bool_value=True))), pub_agent_name="other"
+        ),
+    )
+    agent = env.memory_agent(pub_agents=[h.PUB, "other"])
+    h.drive(agent, lambda: agent.processed_offset >= bad, timeout_s=30)
+    (log,) = h.log_messages(env.journal, env.js)
+    assert (log.offset, log.pub_agent_name) == (bad, "other")
+    status = [
+        msg
+        for _, msg in h.read_messages(env.journal, env.js.topics.status)
+        if isinstance(msg, m.PackageStatusMessage)
+    ]
+    assert [(s.offset, s.pub_agent_name) for s in status] == [(bad, "other")]
+
+
+def test_a_commit_the_store_refuses_is_retried_and_imported_once(local_env: Env) -> None:
+    env = local_env
+    offsets = [env.send(good(f"g{i}", f"/g{i}")) for i in range(3)]
+    store = MemoryStore(fail_commits=2)
+    agent = env.memory_agent(store)
+    h.drive(agent, lambda: agent.processed_offset >= offsets[-1], timeout_s=30)
+    assert store.committed_offsets() == offsets
+    assert agent.counters.permanent_failures == 0 and agent.retries == 0
+
+
+def test_batches_end_at_their_byte_budget(local_env: Env) -> None:
+    env = local_env
+    big = "x" * 100_000
+    offsets = [
+        env.send(package(f"b{i}", ADD, [(f"/b{i}", True)], [node(f"/b{i}", text=big)]))
+        for i in range(10)
+    ]
+    store = MemoryStore()
+    agent = env.memory_agent(store, batch_max_bytes=250_000)
+    h.drive(agent, lambda: agent.processed_offset >= offsets[-1], timeout_s=30)
+    sizes = [hi - lo + 1 for lo, hi in store.history]
+    assert sum(sizes) == 10 and max(sizes) == 3  # the third package crosses 250 KB: it ends
+    assert store.committed_offsets() == offsets
+
+
+def test_a_clear_applies_to_the_agent_it_names_and_not_beyond_the_log(local_env: Env) -> None:
+    env = local_env
+    stuck = env.send(good("stuck", "/s"), blobs=env.blobs)
+    env.blobs.delete("packages/stuck")
+    after = env.send(good("g1", "/g1"))
+    agent = env.memory_agent(editable=True, retry_initial_s=0.01, retry_max_s=0.02).start()
+    try:
+        wait_for(lambda: agent.retries >= 2, 30)
+        forged = m.CommandMessage(
+            sub_sling_id=agent.instance_id,
+            sub_agent_name=agent.name,
+            pub_agent_name="someone-else",
+            clear_command=m.ClearCommand(offset=stuck),
+        )
+        value, headers = m.encode(forged)
+        env.journal.send(env.js.topics.command, value, headers=headers)
+        h.send_clear(env.journal, env.js, agent.instance_id, agent.name, 2**62)
+        retries = agent.retries
+        wait_for(lambda: agent.retries >= retries + 3, 30)  # still blocked
+        assert agent.processed_offset == stuck - 1
+        text = agent.metrics.render().decode()
+        assert 'scd_ignored_commands_total{agent="sub",reason="agent"} 1.0' in text
+        assert 'scd_ignored_commands_total{agent="sub",reason="beyond-log"} 1.0' in text
+        h.send_clear(env.journal, env.js, agent.instance_id, agent.name, stuck)
+        wait_for(lambda: agent.processed_offset == after, 30)
+    finally:
+        agent.stop()
+    assert agent.store.state is not None and agent.store.state.clear_offset(h.PUB) == stuck
+    assert agent.store.state.clear_offset("someone-else") == -1  # a clear names its agent
