@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Protocol
 
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
-from journal.config import config_file
+from journal.config import config_file, describe_settings_error
 from journal.errors import ConfigError, ScdError
 from journal.logs import configure_logging
+from journal.redaction import redact
 
 # Modules that add subcommands (``register(subparsers)``), imported when the CLI starts so
 # that journal/ never imports the publisher or subscriber packages at module level.
@@ -33,13 +35,6 @@ COMMAND_MODULES = (
 )
 # Commands that run a daemon log at INFO by default; the others only warn.
 DAEMONS = frozenset({"publisher", "subscriber", "demo"})
-# Environment prefix of each settings model, to name a bad setting the way users set it.
-ENV_PREFIXES = {
-    "JournalSettings": "SCD_JOURNAL_",
-    "BlobStoreSettings": "SCD_BLOB_",
-    "PublisherSettings": "SCD_PUBLISHER_",
-    "SubscriberSettings": "SCD_SUBSCRIBER_",
-}
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -66,15 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    field = "__".join(str(p) for p in first["loc"])
-    prefix = ENV_PREFIXES.get(exc.title)
-    where = f"{prefix}{field.upper()}" if prefix and field else f"{exc.title}.{field}"
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"invalid setting {where}: {first['msg']}{more}"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -83,14 +69,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         with config_file(args.config):
             code: int = args.func(args)
             return code
-    except ValidationError as exc:
-        print(f"scd: {describe_validation_error(exc)}", file=sys.stderr)
+    except (ValidationError, SettingsError) as exc:
+        # Never str(exc): pydantic's message quotes the values given, secrets included.
+        print(f"scd: {describe_settings_error(exc)}", file=sys.stderr)
         return 2
     except ConfigError as exc:
-        print(f"scd: {exc}", file=sys.stderr)
+        print(f"scd: {redact(str(exc))}", file=sys.stderr)
         return 2
     except ScdError as exc:
-        print(f"scd: error: {exc}", file=sys.stderr)
+        print(f"scd: error: {redact(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

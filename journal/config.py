@@ -7,6 +7,10 @@ explicit arguments, environment variables (``SCD_<SECTION>_*``), the TOML file g
 
 An environment variable that starts with a model's prefix but names none of its settings (a
 typo such as ``SCD_SUBSCRIBER_BATCH_MAXX``) is refused rather than silently ignored.
+
+A bad setting is reported by ``describe_settings_error``: the variable and the rule, never the
+value (pydantic's own message quotes it, secrets included). Secret values of settings that
+load are registered for redaction from the logs (journal/redaction.py).
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, ClassVar, get_args
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsError
 
 from journal.errors import ConfigError
+from journal.redaction import MASK, register_model_secrets
 
 SECTIONS = frozenset({"journal", "blobstore", "publisher", "subscriber"})
 _FILE: ContextVar[dict[str, Any] | None] = ContextVar("scd_config_file", default=None)
@@ -70,6 +75,7 @@ class ScdSettings(BaseSettings):
     def __init__(self, **values: Any) -> None:
         check_environment(type(self), os.environ)
         super().__init__(**values)
+        register_model_secrets(self)
 
     @classmethod
     def settings_customise_sources(
@@ -136,6 +142,71 @@ def check_environment(model: type[ScdSettings], environ: Mapping[str, str]) -> N
         f"unknown setting(s) in the environment: {', '.join(hints)}; "
         "the settings are listed in the README (Configuration)"
     )
+
+
+def describe_settings_error(exc: ValidationError | SettingsError) -> str:
+    """One line naming each bad setting as users set it (``SCD_JOURNAL_SECURITY__PROTOCOL``)
+    and the rule it breaks. Never the value given: it may be a secret."""
+    if isinstance(exc, SettingsError):
+        return str(exc)  # names the field and the source, not the value
+    models = _settings_models()
+    model = models.get(exc.title)
+    secret_names = {name for m in models.values() for name in _secret_fields(m)}
+    parts = []
+    # No input_value, no ctx (it may quote the input); only the variable and the rule.
+    for error in exc.errors(include_url=False, include_context=False):
+        loc = [str(p) for p in error["loc"]]
+        rule = error["msg"].removeprefix("Value error, ")
+        # In case a validator's message quotes a secret it was given: mask it.
+        for secret in _secret_inputs(error["input"], loc[-1:], secret_names):
+            rule = rule.replace(secret, MASK)
+        parts.append(f"{_variable(model, exc.title, loc)}: {rule}")
+    return "invalid setting " + "; ".join(parts)
+
+
+def _secret_fields(model: type[BaseModel]) -> set[str]:
+    """Names of the SecretStr fields of ``model`` and of the models it holds."""
+    names: set[str] = set()
+    for name, field in model.model_fields.items():
+        for member in (field.annotation, *get_args(field.annotation)):
+            if member is SecretStr:
+                names.add(name)
+            elif isinstance(member, type) and issubclass(member, BaseModel):
+                names |= _secret_fields(member)
+    return names
+
+
+def _secret_inputs(value: Any, key: list[str], secret_names: set[str]) -> Iterator[str]:
+    """The string values given to secret fields within an error's input."""
+    if isinstance(value, SecretStr):
+        value = value.get_secret_value()
+    if isinstance(value, str) and key and key[0] in secret_names and value:
+        yield value
+    elif isinstance(value, Mapping):
+        for name, item in value.items():
+            yield from _secret_inputs(item, [str(name)], secret_names)
+
+
+def _variable(model: type[ScdSettings] | None, title: str, loc: list[str]) -> str:
+    """The environment variable (or prefix) that sets the field at ``loc`` of ``model``."""
+    if model is None:
+        return ".".join([title, *loc])
+    prefix = str(model.model_config.get("env_prefix") or "").upper()
+    if loc and loc[0] in model.env_elsewhere:  # a nested model set through its own prefix
+        prefix, loc = model.env_elsewhere[loc[0]], loc[1:]
+    delimiter = model.model_config.get("env_nested_delimiter") or "__"
+    return f"{prefix}{delimiter.join(loc).upper()}" if loc else f"{prefix}*"
+
+
+def _settings_models() -> dict[str, type[ScdSettings]]:
+    """Every settings model by class name (pydantic's ValidationError title)."""
+    found: dict[str, type[ScdSettings]] = {}
+    pending: list[type[ScdSettings]] = [ScdSettings]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            found[sub.__name__] = sub
+            pending.append(sub)
+    return found
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

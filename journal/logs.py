@@ -18,6 +18,8 @@ import signal
 import sys
 from typing import Any
 
+from journal.redaction import RedactingFilter
+
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
 # Attributes every LogRecord has; anything else was passed with extra= and is structured data.
 _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
@@ -36,7 +38,8 @@ class JsonFormatter(logging.Formatter):
             if key not in _STANDARD and not key.startswith("_"):
                 entry[key] = value
         if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+            # exc_text when set: RedactingFilter leaves the masked traceback there.
+            entry["exception"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
 
 
@@ -50,6 +53,8 @@ def configure_logging(default_level: str = "INFO") -> None:
     if fmt not in ("text", "json"):
         raise ValueError(f"SCD_LOG_FORMAT must be 'text' or 'json', not {fmt!r}")
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    # Defence in depth: a secret of the settings never reaches the log (journal/redaction.py).
+    handler.addFilter(RedactingFilter())
     root.addHandler(handler)
     root.setLevel(os.environ.get("SCD_LOG_LEVEL", default_level).upper())
 

@@ -18,6 +18,7 @@ from google.protobuf.message import Message
 
 from journal.api import Consumer, Journal, PendingSend, Position, Record
 from journal.errors import DecodeError, JournalError, UnknownMessageType
+from journal.supervisor import SupervisedThread
 from journal.wire.messages import decode, encode, type_name
 from journal.wire.signing import RecordSigner
 
@@ -84,7 +85,7 @@ class MessagePoller:
         self._consumer: Consumer | None = None
         self.counts: Counter[str] = Counter()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.thread: SupervisedThread | None = None
 
     @property
     def consumer(self) -> Consumer:
@@ -124,8 +125,8 @@ class MessagePoller:
         self.counts["delivered"] += 1
 
     def start(self) -> MessagePoller:
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._thread.start()
+        # Supervised: a failure outside a handler (say a bug in the consumer) restarts the loop.
+        self.thread = SupervisedThread(self.name, self._run, stop=self._stop).start()
         return self
 
     def _run(self) -> None:
@@ -139,8 +140,8 @@ class MessagePoller:
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        if self.thread is not None:
+            self.thread.join(timeout_s)
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None

@@ -3,7 +3,10 @@
 Threads: the queue cache's tail consumer; two journal pollers (discovery topic: discovery and
 log messages; status topic: status and log messages, both from the earliest record); the
 leader election; a maintenance loop (discovery view refresh, metrics, cache recycle) and, on
-the leader only, the events loop and the cleanup loop.
+the leader only, the events loop and the cleanup loop. Every one is supervised
+(journal/supervisor.py): an unexpected exception is logged, counted and the loop restarted;
+readiness fails while one is down. Expected failures (ScdError: the journal or the blob store
+unreachable) are handled inside each loop.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from journal.api import Journal, Position
 from journal.errors import JournalError, ScdError
 from journal.messaging import MessagePoller
 from journal.settings import JournalSettings
+from journal.supervisor import Supervisor, register_metrics
 from journal.topics import topic_specs
 from journal.wire.messages import DiscoveryMessage, LogMessage, PackageStatusMessage
 from journal.wire.signing import signer_from_settings
@@ -78,6 +82,7 @@ class PublisherAgent:
         self.journal = journal
         self.blobs = blobs
         self.metrics = PublisherMetrics()
+        register_metrics(self.metrics.registry)
         topics = journal_settings.topics
         self.topics = topics
         source = DirectoryContentSource(settings.content_root) if settings.content_root else None
@@ -147,8 +152,11 @@ class PublisherAgent:
         )
         self.leadership = leadership or make_leadership(journal, journal_settings, settings)
         self._pollers: list[MessagePoller] = []
-        self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
+        self.supervisor = Supervisor(self._stop)
+        # Loop state kept across a supervised restart (a restart must not re-run a job early).
+        self._last_recycle = time.monotonic()
+        self._last_cleanup: float | None = None
         self._started = False
         self._ready_checked = 0.0
         self._ready = False
@@ -183,6 +191,9 @@ class PublisherAgent:
             ).start(),
         ]
         self.leadership.start(self._leadership_changed)
+        self.supervisor.watch(
+            self.cache.thread, *(p.thread for p in self._pollers), self.leadership.thread
+        )
         self._spawn("publisher-maintenance", self._maintenance_loop)
         if self.settings.events_enabled:
             self._spawn("publisher-events", self._events_loop)
@@ -204,8 +215,9 @@ class PublisherAgent:
         ]
         for thread in stoppers:
             thread.start()
-        for thread in [*stoppers, *self._threads]:
+        for thread in stoppers:
             thread.join(STOP_TIMEOUT_S)
+        self.supervisor.join(STOP_TIMEOUT_S)
         self._started = False
         log.info("publisher agent %s stopped", self.settings.agent_name)
 
@@ -224,9 +236,7 @@ class PublisherAgent:
                 time.sleep(STARTUP_RETRY_S)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
-        thread = threading.Thread(target=target, name=name, daemon=True)
-        thread.start()
-        self._threads.append(thread)
+        self.supervisor.spawn(name, target)
 
     def _leadership_changed(self, leader: bool) -> None:
         self.metrics.leader.set(1 if leader else 0)
@@ -235,18 +245,15 @@ class PublisherAgent:
 
     # ------------------------------------------------------------------ loops
     def _maintenance_loop(self) -> None:
-        last_recycle = time.monotonic()
         while not self._stop.wait(self.settings.view_refresh_s):
             try:
                 self.discovery.refresh()
                 self.update_metrics()
-                if time.monotonic() - last_recycle >= self.settings.queue_cache_recycle_s:
-                    last_recycle = time.monotonic()
+                if time.monotonic() - self._last_recycle >= self.settings.queue_cache_recycle_s:
+                    self._last_recycle = time.monotonic()
                     self.recycle_cache()
             except ScdError as exc:
                 log.warning("publisher maintenance failed (retried): %s", exc)
-            except Exception:
-                log.exception("publisher maintenance failed (retried)")
 
     def _events_loop(self) -> None:
         while not self._stop.wait(self.settings.view_refresh_s):
@@ -260,27 +267,25 @@ class PublisherAgent:
                 return self.events.tick()
             except ScdError as exc:
                 log.warning("distributed events failed (retried): %s", exc)
-            except Exception:
-                log.exception("distributed events failed (retried)")
         self._stop.wait(JOB_ERROR_BACKOFF_S)
         return 0
 
     def _cleanup_loop(self) -> None:
-        last_run: float | None = None
         while not self._stop.wait(self.settings.view_refresh_s):
             if not self.leadership.is_leader:
-                last_run = None
+                self._last_cleanup = None
                 continue
             now = time.monotonic()
-            if last_run is not None and now - last_run < self.settings.cleanup_interval_s:
+            last = self._last_cleanup
+            if last is not None and now - last < self.settings.cleanup_interval_s:
                 continue
-            last_run = now
+            # Marked before the run: after a failure (supervised restart) too, the next
+            # attempt waits for the next period.
+            self._last_cleanup = now
             try:
                 self.cleanup.run()
             except ScdError as exc:
                 log.warning("package blob cleanup failed (retried next period): %s", exc)
-            except Exception:
-                log.exception("package blob cleanup failed (retried next period)")
 
     def run_cleanup(self) -> CleanupResult:
         return self.cleanup.run()
@@ -349,9 +354,16 @@ class PublisherAgent:
         )
 
     def ready(self) -> bool:
-        """Started and the journal answered recently."""
+        return self.readiness()[0]
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, why not): started, no background thread down, the journal answered
+        recently."""
         if not self._started:
-            return False
+            return False, "not started"
+        threads_ok, threads = self.supervisor.health()
+        if not threads_ok:
+            return False, threads
         now = time.monotonic()
         if now - self._ready_checked >= READINESS_CACHE_S or not self._ready:
             self._ready_checked = now
@@ -361,4 +373,4 @@ class PublisherAgent:
             except JournalError as exc:
                 log.warning("publisher not ready: %s", exc)
                 self._ready = False
-        return self._ready
+        return (True, "ready") if self._ready else (False, "journal unreachable")

@@ -14,11 +14,14 @@ from types import FrameType
 
 import uvicorn
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from blobstore import BlobStoreSettings, open_blob_store
+from journal.config import describe_settings_error
 from journal.errors import ConfigError, ScdError
 from journal.factory import open_journal
 from journal.logs import configure_logging, enable_stack_dumps
+from journal.redaction import redact
 from journal.settings import JournalSettings
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
@@ -68,11 +71,15 @@ def main() -> int:
         settings = PublisherSettings()
         journal_settings = JournalSettings()
         blob_settings = BlobStoreSettings()
-    except (ValidationError, ConfigError) as exc:
-        print(f"scd publisher: invalid settings: {exc}", file=sys.stderr)
+    except (ValidationError, SettingsError) as exc:
+        # Never str(exc): pydantic's message quotes the values given, secrets included.
+        print(f"scd publisher: {describe_settings_error(exc)}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(f"scd publisher: invalid settings: {redact(str(exc))}", file=sys.stderr)
         return 2
     try:
         return run(settings, journal_settings, blob_settings)
     except ScdError as exc:
-        print(f"scd publisher: {exc}", file=sys.stderr)
+        print(f"scd publisher: {redact(str(exc))}", file=sys.stderr)
         return 1

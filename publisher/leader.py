@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from journal.api import Journal, TopicSpec
 from journal.settings import JournalSettings
+from journal.supervisor import SupervisedThread
 from publisher.settings import PublisherSettings
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class Leadership(abc.ABC):
         self._leader = False
         self._listener: Listener | None = None
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.thread: SupervisedThread | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -57,14 +58,15 @@ class Leadership(abc.ABC):
 
     def start(self, listener: Listener | None = None) -> Leadership:
         self._listener = listener
-        self._thread = threading.Thread(target=self._run, name="publisher-leader", daemon=True)
-        self._thread.start()
+        # Supervised: each _run releases leadership on the way out (its finally), so a restart
+        # after a failure competes for it again from scratch.
+        self.thread = SupervisedThread("publisher-leader", self._run, stop=self._stop).start()
         return self
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        if self.thread is not None:
+            self.thread.join(timeout_s)
         self._set(False)
 
     def _set(self, leader: bool) -> None:
@@ -137,6 +139,7 @@ class KafkaLeadership(Leadership):
             # Leaving the group revokes partition 0 at once: a clean shutdown hands leadership
             # over without waiting for the session timeout.
             consumer.close()
+            self._set(False)  # no member any more, whether or not close() ran the revoke
 
 
 class FileLockLeadership(Leadership):

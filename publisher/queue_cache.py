@@ -23,6 +23,7 @@ from collections.abc import Iterator
 
 from journal.api import Consumer, Journal, Position, Record
 from journal.errors import DecodeError, JournalError, UnknownMessageType
+from journal.supervisor import SupervisedThread
 from journal.wire.messages import PackageMessage, ReqType, decode
 from publisher.entries import Entry, EntrySegment
 from publisher.errors import CacheFetchTimeout
@@ -63,7 +64,8 @@ class QueueCache:
         self._next_offset = 0
         self._tail: Consumer | None = None
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.thread: SupervisedThread | None = None
+        self._tail_runs = 0
 
     # ------------------------------------------------------------------ lifecycle
     def open(self, from_offset: int | None = None) -> None:
@@ -77,19 +79,28 @@ class QueueCache:
     def start(self) -> QueueCache:
         if self._tail is None:
             self.open()
-        self._thread = threading.Thread(target=self._run, name="queue-cache-tail", daemon=True)
-        self._thread.start()
+        self.thread = SupervisedThread("queue-cache-tail", self._run, stop=self._stop).start()
         return self
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        if self.thread is not None:
+            self.thread.join(timeout_s)
         if self._tail is not None:
             self._tail.close()
             self._tail = None
 
     def _run(self) -> None:
+        """The tail loop (supervised: restarted after an exception)."""
+        self._tail_runs += 1
+        if self._tail_runs > 1 and self._tail is not None:
+            # A restart: the failed batch was polled but maybe not (or partly) cached; read it
+            # again from after the last record cached, so that nothing is lost or cached twice.
+            with self._lock:
+                resume = max(
+                    [self._next_offset, *(s.last_offset + 1 for s in self._segments if len(s))]
+                )
+            self._tail.seek(0, resume)
         while not self._stop.is_set():
             try:
                 self.poll_tail(TAIL_POLL_S)

@@ -18,11 +18,18 @@ def health() -> HealthModel:
     return HealthModel(status="ok")
 
 
-@router.get("/ready", responses={503: {"description": "Not started or journal unreachable"}})
+@router.get(
+    "/ready",
+    responses={
+        503: {"description": "Not started, a background thread down, or journal unreachable"}
+    },
+)
 def ready(agent: AgentDep) -> HealthModel:
-    """Readiness: the agent runs and the journal answers."""
-    if not agent.ready():
-        return JSONResponse({"status": "not ready"}, status_code=503)  # type: ignore[return-value]
+    """Readiness: the agent runs, none of its background threads is down, the journal answers."""
+    is_ready, reason = agent.readiness()
+    if not is_ready:
+        body = {"status": "not ready", "reason": reason}
+        return JSONResponse(body, status_code=503)  # type: ignore[return-value]
     return HealthModel(status="ready")
 
 
