@@ -13,28 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 
-from journal.errors import ScdError
 from journal.wire.messages import ReqType, Status
 from journal.wire.package import ContentPackage, Node
-
-
-class InvalidPackage(ScdError):
-    """A package that can never be imported as it is (bad paths, nodes outside its filter)."""
-
-
-def check_path(path: str) -> str:
-    """An absolute, normalized node path; raises InvalidPackage otherwise."""
-    if not path.startswith("/") or "\x00" in path:
-        raise InvalidPackage(f"invalid node path {path!r}: must be absolute")
-    if path != "/":
-        segments = path[1:].split("/")
-        if any(s in ("", ".", "..") for s in segments):
-            raise InvalidPackage(f"invalid node path {path!r}: empty, '.' or '..' segment")
-    return path
-
-
-def is_within(path: str, root: str) -> bool:
-    return path == root or root == "/" or path.startswith(root + "/")
+from journal.wire.rules import is_within
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,14 +84,11 @@ class ChangeSet:
         self.units.append(unit)
 
     def _apply(self, unit: Unit, package: ContentPackage) -> None:
-        roots = [(check_path(r.path), r.deep) for r in package.roots]
+        """``package`` passed the content rules (journal/wire/rules.py): canonical paths, an
+        ADD's nodes within its roots."""
+        roots = [(r.path, r.deep) for r in package.roots]
         if unit.req_type == ReqType.ADD:
-            nodes = [n for n in package.nodes if check_path(n.path)]
-            for node in nodes:
-                if not any(
-                    is_within(node.path, r) if deep else node.path == r for r, deep in roots
-                ):
-                    raise InvalidPackage(f"node {node.path} is outside the package's filter roots")
+            nodes = package.nodes
             carried = {n.path for n in nodes}
             for root, deep in roots:
                 if deep:

@@ -146,8 +146,10 @@ def run_to_end_after_one_restart(
             assert time.monotonic() < deadline, "the packages were not imported in time"
             time.sleep(0.05)
         assert agent.counters.loop_restarts == 1
-        assert agent.store.paths == paths
-        assert committed_offsets(agent.store) == offsets  # each package once
+        store = agent.store
+        assert isinstance(store, DeltaStore)
+        assert store.paths == paths
+        assert committed_offsets(store) == offsets  # each package once
     finally:
         agent.stop()
 

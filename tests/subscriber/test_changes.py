@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from subscriber.changes import InvalidPackage, new_change_set
+from journal.wire.rules import ContentRuleError, check_package
+from subscriber.changes import new_change_set
 from tests.subscriber.packages import add, delete, node
 
 
@@ -45,17 +46,21 @@ def test_order_within_a_batch_matters() -> None:
     assert set(again.upserts) == {"/a", "/a/z"} and not again.deletes
 
 
+# A package reaches a change set only after the content rules (journal/wire/rules.py) passed:
+# these are the packages the rules stop before.
 @pytest.mark.parametrize("bad", ["relative", "/a/../b", "/a//b", "/a/./b", "/a\x00b"])
-def test_bad_paths_are_refused_without_changing_anything(bad: str) -> None:
-    cs = new_change_set({"/keep"})
-    with pytest.raises(InvalidPackage):
-        cs.add(add(1, "/", node(bad)))
-    assert not cs.upserts and not cs.deletes and not cs.units
+def test_bad_paths_are_refused(bad: str) -> None:
+    unit = add(1, "/", node(bad))
+    assert unit.package is not None
+    with pytest.raises(ContentRuleError, match="node path"):
+        check_package(unit.package, unit.req_type)
 
 
 def test_node_outside_the_filter_is_refused() -> None:
-    with pytest.raises(InvalidPackage, match="outside"):
-        new_change_set(set(), [add(1, "/a", node("/b"))])
+    unit = add(1, "/a", node("/b"))
+    assert unit.package is not None
+    with pytest.raises(ContentRuleError, match="outside"):
+        check_package(unit.package, unit.req_type)
 
 
 def test_offsets_must_increase() -> None:

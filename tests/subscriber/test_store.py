@@ -11,8 +11,8 @@ import pytest
 
 from journal.wire.messages import Status
 from subscriber.changes import new_change_set
+from subscriber.delta_store import CHECKPOINT_INTERVAL, CHECKPOINT_PROPERTY, DeltaStore
 from subscriber.rows import SCHEMA, rows_frame
-from subscriber.store import CHECKPOINT_INTERVAL, CHECKPOINT_PROPERTY, ContentStore
 from tests.subscriber.harness import last_checkpoint
 from tests.subscriber.packages import add, delete, node
 
@@ -21,9 +21,9 @@ pytestmark = pytest.mark.integration
 
 def test_commits_reopen_and_history(spark: Any, tmp_path: Path) -> None:
     location = str(tmp_path / "store")
-    store = ContentStore(spark, location)
+    store = DeltaStore(spark, location)
     state = store.open()
-    assert state.offset is None and state.clear_offset == -1
+    assert state.offset is None and state.clear_offset("publish") == -1
     instance = state.instance_id
 
     store.commit(
@@ -34,7 +34,7 @@ def test_commits_reopen_and_history(spark: Any, tmp_path: Path) -> None:
     store.commit(new_change_set(store.paths, [first, delete(2, "/x")]))
     assert store.paths == {"/a", "/a/c"}
 
-    again = ContentStore(spark, location)
+    again = DeltaStore(spark, location)
     state = again.open()
     assert state.instance_id == instance
     assert state.offset == 2
@@ -52,11 +52,11 @@ def test_commits_reopen_and_history(spark: Any, tmp_path: Path) -> None:
     assert [h["operation"] for h in history] == ["WRITE", "WRITE"]
 
     again.forget_statuses(1)
-    assert ContentStore(spark, location).open().pending_statuses == []
+    assert DeltaStore(spark, location).open().pending_statuses == []
 
     clone = str(tmp_path / "clone")
     shutil.copytree(location, clone)
-    cloned = ContentStore(spark, clone)
+    cloned = DeltaStore(spark, clone)
     cstate = cloned.open()
     assert cstate.offset == 2 and cloned.paths == {"/a", "/a/c"}
     assert cstate.instance_id != instance  # a copy is a new subscriber instance
@@ -68,11 +68,11 @@ def test_commits_reopen_and_history(spark: Any, tmp_path: Path) -> None:
 
 
 def test_clear_offset_only_grows(spark: Any, tmp_path: Path) -> None:
-    store = ContentStore(spark, str(tmp_path / "s"))
+    store = DeltaStore(spark, str(tmp_path / "s"))
     store.open()
-    assert store.record_clear(5) == 5
-    assert store.record_clear(3) == 5
-    assert ContentStore(spark, str(tmp_path / "s")).open().clear_offset == 5
+    assert store.record_clear(5, "publish") == 5
+    assert store.record_clear(3, "publish") == 5
+    assert DeltaStore(spark, str(tmp_path / "s")).open().clear_offset("publish") == 5
 
 
 # Paths the replacing commit must quote exactly: SQL quotes and escapes, wildcards, a newline,
@@ -93,7 +93,7 @@ AWKWARD_PATHS = [
 def test_updates_and_deletes_of_awkward_paths_touch_only_those_nodes(
     spark: Any, tmp_path: Path
 ) -> None:
-    store = ContentStore(spark, str(tmp_path / "awkward"))
+    store = DeltaStore(spark, str(tmp_path / "awkward"))
     store.open()
     store.commit(
         new_change_set(store.paths, [add(0, "/q", *(node(p, v="old") for p in AWKWARD_PATHS))])
@@ -109,7 +109,7 @@ def test_updates_and_deletes_of_awkward_paths_touch_only_those_nodes(
             ],
         )
     )
-    nodes = {n.path: n.properties["v"][2] for n in ContentStore(spark, store.location).nodes("/q")}
+    nodes = {n.path: n.properties["v"][2] for n in DeltaStore(spark, store.location).nodes("/q")}
     assert nodes == {p: ["new"] for p in updated}
 
 
@@ -118,7 +118,7 @@ def test_a_commit_that_errs_after_landing_counts_as_committed(
 ) -> None:
     """The error came after Delta wrote the commit: the batch is in, not to be imported again;
     an error before the write still fails the commit."""
-    store = ContentStore(spark, str(tmp_path / "errs"))
+    store = DeltaStore(spark, str(tmp_path / "errs"))
     store.open()
     write = store._write
 
@@ -142,7 +142,7 @@ def test_the_table_has_the_declared_schema(spark: Any, tmp_path: Path) -> None:
     """Rows reach Spark as an Arrow table: the frame has SCHEMA exactly, the table its types."""
     from pyspark.sql.types import StructType
 
-    store = ContentStore(spark, str(tmp_path / "store"))
+    store = DeltaStore(spark, str(tmp_path / "store"))
     store.open()
     store.commit(new_change_set(store.paths, [add(0, "/a", node("/a", title="A", data=b"\x01"))]))
     declared = StructType.fromDDL(SCHEMA)
@@ -168,7 +168,7 @@ def test_checkpoints_come_from_the_store_not_every_tenth_commit(spark: Any, tmp_
     the latest version when the agent asks for it."""
     from delta.tables import DeltaTable
 
-    store = ContentStore(spark, str(tmp_path / "store"))
+    store = DeltaStore(spark, str(tmp_path / "store"))
     store.open()
     assert _checkpoint_interval(spark, store.location) == str(CHECKPOINT_INTERVAL)
     for offset in range(12):  # past Delta's default interval of 10
@@ -180,7 +180,7 @@ def test_checkpoints_come_from_the_store_not_every_tenth_commit(spark: Any, tmp_
     latest = DeltaTable.forPath(spark, store.location).history(1).first()
     assert latest is not None and last_checkpoint(store.location) == latest["version"]
     assert store.commits_since_checkpoint == 0
-    assert len(ContentStore(spark, store.location).nodes("/")) == 12
+    assert len(DeltaStore(spark, store.location).nodes("/")) == 12
 
 
 def test_an_existing_table_gets_the_interval_unless_its_owner_chose_one(
@@ -188,14 +188,14 @@ def test_an_existing_table_gets_the_interval_unless_its_owner_chose_one(
 ) -> None:
     bare = str(tmp_path / "bare")
     rows_frame(spark, []).write.format("delta").partitionBy("kind").save(bare)
-    ContentStore(spark, bare).open()
+    DeltaStore(spark, bare).open()
     assert _checkpoint_interval(spark, bare) == str(CHECKPOINT_INTERVAL)
 
     chosen = str(tmp_path / "chosen")
     rows_frame(spark, []).write.format("delta").partitionBy("kind").option(
         CHECKPOINT_PROPERTY, "7"
     ).save(chosen)
-    ContentStore(spark, chosen).open()
+    DeltaStore(spark, chosen).open()
     assert _checkpoint_interval(spark, chosen) == "7"
 
 
@@ -211,17 +211,17 @@ def test_new_tables_are_unpartitioned_and_tables_partitioned_by_kind_keep_workin
     spark: Any, tmp_path: Path
 ) -> None:
     """scd once partitioned the table by kind: such a table keeps its layout and imports on."""
-    fresh = ContentStore(spark, str(tmp_path / "fresh"))
+    fresh = DeltaStore(spark, str(tmp_path / "fresh"))
     fresh.open()
     assert _partition_columns(spark, fresh.location) == []
 
     old = str(tmp_path / "old")
     rows_frame(spark, []).write.format("delta").partitionBy("kind").save(old)
-    store = ContentStore(spark, old)
+    store = DeltaStore(spark, old)
     store.open()
     store.commit(new_change_set(store.paths, [add(0, "/a", node("/a")), add(1, "/b", node("/b"))]))
     store.commit(new_change_set(store.paths, [add(2, "/a", node("/a")), delete(3, "/b")]))
     assert _partition_columns(spark, old) == ["kind"]
-    reopened = ContentStore(spark, old)
+    reopened = DeltaStore(spark, old)
     assert reopened.open().offset == 3
     assert [(n.path, n.offset) for n in reopened.nodes("/")] == [("/a", 2)]
