@@ -26,6 +26,7 @@ from journal.supervisor import Supervisor, register_metrics
 from journal.topics import topic_specs
 from journal.wire.messages import DiscoveryMessage, LogMessage, PackageStatusMessage
 from journal.wire.signing import signer_from_settings
+from publisher.bad_records import BadRecords
 from publisher.cleanup import BlobCleanup, CleanupResult
 from publisher.commands import Clearer
 from publisher.content_source import DirectoryContentSource
@@ -119,8 +120,17 @@ class PublisherAgent:
             fetch_timeout_s=settings.fetch_timeout_s,
             metrics=self.metrics,
         )
-        self.discovery = DiscoveryView(settings.discovery_ttl_s, clock_ms)
-        self.errors = ErrorQueues(settings.agent_name)
+        self.discovery = DiscoveryView(
+            settings.discovery_ttl_s,
+            clock_ms,
+            max_subscribers=settings.max_subscribers,
+            metrics=self.metrics,
+        )
+        self.errors = ErrorQueues(
+            settings.agent_name, max_subscribers=settings.max_subscribers, metrics=self.metrics
+        )
+        # Discovery and status records: a bad one is skipped and counted, never a crash.
+        self.bad_records = BadRecords(self.metrics.bad_records, log)
         self.queues = Queues(
             self.cache,
             self.discovery,
@@ -173,20 +183,21 @@ class PublisherAgent:
             self._at_startup(lambda: self.journal.create_topics(topic_specs(self.journal_settings)))
         self._at_startup(self.cache.open)
         self.cache.start()
-        log_handler = self.errors.handle_log
+        guarded = self.bad_records.guarded
+        log_handler = guarded(self.errors.handle_log)
         self._pollers = [
             MessagePoller(
                 self.journal,
                 self.topics.discovery,
                 Position.earliest(),
-                {DiscoveryMessage: self.discovery.handle, LogMessage: log_handler},
+                {DiscoveryMessage: guarded(self.discovery.handle), LogMessage: log_handler},
                 name="publisher-discovery",
             ).start(),
             MessagePoller(
                 self.journal,
                 self.topics.status,
                 Position.earliest(),
-                {PackageStatusMessage: self.errors.handle_status, LogMessage: log_handler},
+                {PackageStatusMessage: guarded(self.errors.handle_status), LogMessage: log_handler},
                 name="publisher-status",
             ).start(),
         ]
@@ -327,14 +338,12 @@ class PublisherAgent:
         m.throttle_queue_size.set(self.throttle_queue_size)
         m.throttle_delay.set(self.throttle.delay_s(self.throttle_queue_size))
         m.subscriber_count.set(len(summaries))
-        m.queue_size.clear()
-        m.queue_lag.clear()
-        m.error_queue_size.clear()
-        for s in summaries:
-            m.queue_size.labels(s.name).set(s.size)
-            m.queue_lag.labels(s.name).set(s.lag_ms / 1000)
-            if s.error_queue_name is not None and s.error_queue_size is not None:
-                m.error_queue_size.labels(s.error_queue_name).set(s.error_queue_size)
+        # One series per alive subscriber, whose number the discovery view caps.
+        m.set_per_queue(m.queue_size, {s.name: s.size for s in summaries})
+        m.set_per_queue(m.queue_lag, {s.name: s.lag_ms / 1000 for s in summaries})
+        m.set_per_queue(
+            m.error_queue_size, {s.error_queue_name: s.error_queue_size for s in summaries}
+        )
         for poller in self._pollers:
             for reason in ("unknown_type", "undecodable", "handler_error"):
                 count = poller.counts[reason]

@@ -24,6 +24,8 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 # A distribute returns once the package is on the log; the journal's send timeout (30 s)
 # bounds that, plus time to build and spill a large package.
 REQUEST_TIMEOUT_S = 120.0
+# Queues asked for per request: the API's largest page.
+QUEUES_PAGE = 1000
 
 
 class PublisherUnreachable(ScdError):
@@ -47,7 +49,7 @@ def _client(args: argparse.Namespace) -> httpx.Client:
     return httpx.Client(base_url=args.url, headers=headers, timeout=REQUEST_TIMEOUT_S)
 
 
-def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
+def _request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
     try:
         response = client.request(method, path, **kwargs)
     except httpx.TransportError as exc:
@@ -58,7 +60,23 @@ def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
         except ValueError:
             detail = response.text
         raise ScdError(f"{method} {path}: HTTP {response.status_code}: {detail}")
-    return response.json()
+    return response
+
+
+def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
+    return _request(client, method, path, **kwargs).json()
+
+
+def _all_pages(client: httpx.Client, path: str) -> list[Any]:
+    """Every element of a paged list (X-Total-Count says how many there are)."""
+    out: list[Any] = []
+    while True:
+        response = _request(client, "GET", path, params={"skip": len(out), "limit": QUEUES_PAGE})
+        page = response.json()
+        out.extend(page)
+        total = int(response.headers.get("x-total-count", len(out)))
+        if not page or len(out) >= total:
+            return out
 
 
 def _requests(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -97,16 +115,16 @@ def cmd_distribute(args: argparse.Namespace) -> int:
 
 def cmd_queues(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        queues = _call(client, "GET", "/queues")
+        queues = _all_pages(client, "/queues")
     if args.json:
         print(json.dumps(queues, indent=2))
         return 0
     print(f"{'queue':<56} {'state':<8} {'size':>6} {'head':>7} {'lag ms':>8} {'errors':>6}")
     for q in queues:
         head = "-" if q["headOffset"] is None else str(q["headOffset"])
-        errors = "-" if q["errorQueueSize"] is None else str(q["errorQueueSize"])
         print(
-            f"{q['name']:<56} {q['state']:<8} {q['size']:>6} {head:>7} {q['lagMs']:>8} {errors:>6}"
+            f"{q['name']:<56} {q['state']:<8} {q['size']:>6} {head:>7} {q['lagMs']:>8} "
+            f"{q['errorQueueSize']:>6}"
         )
     return 0
 

@@ -8,6 +8,12 @@ appearing and disappearing.
 Announcement time: a record read as it arrives counts from now (robust to clock skew between
 machines); an old record (read while catching up at start) counts from its timestamp, so an
 hour of retained announcements does not bring long-gone subscribers back to life.
+
+Bounded: the view holds at most ``max_subscribers``; a new subscriber beyond it drops the least
+recently announced one (counted in ``scd_discovery_dropped_total``, logged at most every 10 s),
+so announcements under any number of forged instance ids cost bounded memory. A real
+subscriber dropped that way comes back with its next announcement (every 10 s). Announcements
+with out-of-range fields are bad records (publisher/bad_records.py).
 """
 
 from __future__ import annotations
@@ -15,17 +21,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from journal.api import Record
 from journal.wire.messages import DiscoveryMessage
+from publisher.bad_records import BadRecord, check_count, check_name, check_offset
+from publisher.metrics import PublisherMetrics
+from publisher.ratelog import RateLimitedLog
+from publisher.settings import DEFAULT_MAX_SUBSCRIBERS
 
 log = logging.getLogger(__name__)
 
 # A subscriber silent for this many TTLs is forgotten entirely (it stopped counting as alive
 # long before); bounds the view's memory when subscribers come and go all day.
 FORGET_AFTER_TTLS = 10
+# A subscriber reports its state per publisher agent it follows: a handful in practice. More
+# than this in one announcement is forged (and would multiply the view's memory).
+MAX_STATES_PER_SUBSCRIBER = 64
+# Subscribers named one by one when they appear or disappear in one refresh; beyond it (a flood
+# of forged announcements) only their number is logged.
+MAX_NAMED_CHANGES = 10
 
 
 @dataclass(frozen=True)
@@ -50,21 +67,55 @@ class Subscriber:
         """Sling's queue name: ``<subscriber instance id>-<subscriber agent name>``."""
         return f"{self.sling_id}-{self.agent_name}"
 
-    @property
-    def has_error_queue(self) -> bool:
-        return self.max_retries >= 0
-
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def subscriber_of(message: DiscoveryMessage, seen_ms: int) -> Subscriber:
+    """The announced subscriber; BadRecord if a field is out of range."""
+    if len(message.subscriber_state) > MAX_STATES_PER_SUBSCRIBER:
+        raise BadRecord(
+            f"{len(message.subscriber_state)} subscriber states (at most "
+            f"{MAX_STATES_PER_SUBSCRIBER})"
+        )
+    states = {}
+    for s in message.subscriber_state:
+        name = check_name(s.pub_agent_name, "subscriber_state.pub_agent_name")
+        # -1: nothing processed yet.
+        states[name] = SubscriberState(
+            check_offset(s.offset, "subscriber_state.offset", minimum=-1),
+            check_count(s.retries, "subscriber_state.retries"),
+        )
+    config = message.subscriber_configuration
+    return Subscriber(
+        sling_id=check_name(message.sub_sling_id, "sub_sling_id"),
+        agent_name=check_name(message.sub_agent_name, "sub_agent_name"),
+        editable=config.editable,
+        max_retries=config.max_retries,  # any int32; negative: retry forever
+        last_seen_ms=seen_ms,
+        states=states,
+    )
+
+
 class DiscoveryView:
-    def __init__(self, ttl_s: float, clock_ms: Callable[[], int] = now_ms) -> None:
+    def __init__(
+        self,
+        ttl_s: float,
+        clock_ms: Callable[[], int] = now_ms,
+        *,
+        max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS,
+        metrics: PublisherMetrics | None = None,
+    ) -> None:
         self.ttl_ms = int(ttl_s * 1000)
         self.clock_ms = clock_ms
+        self.max_subscribers = max_subscribers
+        self.metrics = metrics
+        self.dropped = 0
+        self._drop_log = RateLimitedLog(log)
         self._lock = threading.Lock()
-        self._subscribers: dict[str, Subscriber] = {}
+        # Least recently announced first: the end a full view drops from.
+        self._subscribers: OrderedDict[str, Subscriber] = OrderedDict()
         self._alive_names: set[str] = set()
 
     def handle(self, message: DiscoveryMessage, record: Record) -> None:
@@ -72,22 +123,36 @@ class DiscoveryView:
         seen = (
             now if abs(now - record.timestamp_ms) < self.ttl_ms else min(record.timestamp_ms, now)
         )
-        config = message.subscriber_configuration
-        subscriber = Subscriber(
-            sling_id=message.sub_sling_id,
-            agent_name=message.sub_agent_name,
-            editable=config.editable,
-            max_retries=config.max_retries,
-            last_seen_ms=seen,
-            states={
-                s.pub_agent_name: SubscriberState(s.offset, s.retries)
-                for s in message.subscriber_state
-            },
-        )
+        subscriber = subscriber_of(message, seen)
+        name = subscriber.queue_name
+        dropped: list[str] = []
         with self._lock:
-            previous = self._subscribers.get(subscriber.queue_name)
-            if previous is None or previous.last_seen_ms <= seen:
-                self._subscribers[subscriber.queue_name] = subscriber
+            previous = self._subscribers.get(name)
+            if previous is not None and previous.last_seen_ms > seen:
+                return
+            self._subscribers[name] = subscriber
+            self._subscribers.move_to_end(name)
+            while len(self._subscribers) > self.max_subscribers:
+                dropped.append(self._subscribers.popitem(last=False)[0])
+            self.dropped += len(dropped)
+        if dropped:
+            self._report_drops(dropped)
+
+    def _report_drops(self, dropped: list[str]) -> None:
+        if self.metrics is not None:
+            self.metrics.discovery_dropped.inc(len(dropped))
+        self._drop_log.log(
+            logging.WARNING,
+            "discovery view full (%d subscribers, SCD_PUBLISHER_MAX_SUBSCRIBERS): dropped the "
+            "least recently announced, %s (%d dropped so far)",
+            self.max_subscribers,
+            dropped[0],
+            self.dropped,
+        )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._subscribers)
 
     def alive(self) -> list[Subscriber]:
         """Alive subscribers, sorted by queue name."""
@@ -108,10 +173,18 @@ class DiscoveryView:
         """Log and return the subscribers that appeared and disappeared since the last call."""
         alive = {s.queue_name for s in self.alive()}
         appeared, gone = alive - self._alive_names, self._alive_names - alive
-        for name in sorted(appeared):
+        for name in sorted(appeared)[:MAX_NAMED_CHANGES]:
             log.info("subscriber %s appeared", name)
-        for name in sorted(gone):
+        for name in sorted(gone)[:MAX_NAMED_CHANGES]:
             log.info("subscriber %s disappeared (no announcement for %d ms)", name, self.ttl_ms)
+        if max(len(appeared), len(gone)) > MAX_NAMED_CHANGES:
+            log.warning(
+                "%d subscribers appeared and %d disappeared since the last refresh (only %d "
+                "of each named)",
+                len(appeared),
+                len(gone),
+                MAX_NAMED_CHANGES,
+            )
         self._alive_names = alive
         with self._lock:
             # Forget subscribers dead for long: only the alive set matters.

@@ -84,12 +84,14 @@ class EntrySegment:
         listed = set(paths)
         parts.extend(_DEEP + _clean(p) for p in deep_paths if p not in listed)
         text = (_clean(package_id) + _FIELD + _PATH.join(parts)).encode("utf-8", "replace")
+        # The one column that can refuse a value (a request type beyond a signed byte) goes
+        # first: a refused entry leaves the columns as they were, never of unequal lengths.
+        self._kinds.append(req_type)
         self._text += text
         self._ends.append(len(self._text))
         self._offsets.append(offset)
         self._created.append(created_ms)
         self._sizes.append(size)
-        self._kinds.append(req_type)
 
     def index_after(self, offset: int) -> int:
         """Index of the first entry with an offset greater than ``offset``."""

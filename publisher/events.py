@@ -32,6 +32,7 @@ from typing import Any
 from journal.api import FencedWriter, Journal, OutgoingRecord, Position
 from journal.errors import Fenced, JournalError
 from journal.wire.messages import TYPE_HEADER, VERSION_HEADER, WIRE_VERSION
+from publisher.bad_records import BadRecord, BadRecords, check_offset
 from publisher.discovery import DiscoveryView
 from publisher.entries import Entry
 from publisher.metrics import PublisherMetrics
@@ -107,6 +108,7 @@ class DistributedEvents:
         # Open once the position was read back; None until then (and after reset()).
         self._writer: FencedWriter | None = None
         self.fence_id = f"scd-events.{topic}.{agent_name}"
+        self.bad_records = BadRecords(metrics.bad_records, log)
 
     def reset(self) -> None:
         """Forget the position and let the writer go (leadership lost, or a write failed):
@@ -167,7 +169,9 @@ class DistributedEvents:
             return 0
         if self.last_offset is None:
             # No event was ever sent: start from the subscribers' current position, recorded
-            # first so that a next leader starts from the same point.
+            # first so that a next leader starts from the same point. Never beyond the log's
+            # end: an offset announced past it is forged, and would hold events back forever.
+            low = min(low, self.journal.latest_offset(self.cache.topic) - 1)
             point = start_json(self.agent_name, self.instance_id, low)
             writer.write(self.topic, [self._record(point, START_TYPE)])
             self.last_offset = low
@@ -205,25 +209,28 @@ class DistributedEvents:
         """Offset of the last event of this agent on the event topic (or of its start point),
         None if there is neither."""
         best: int | None = None
+        # An event is for a package on the log: an offset at or beyond its end is forged, and
+        # believing it would stop events until the log got there.
+        log_end = self.journal.latest_offset(self.cache.topic)
         for partition in range(self.journal.partitions(self.topic)):
-            found = self._last_in_partition(partition)
+            found = self._last_in_partition(partition, log_end)
             if found is not None and (best is None or found > best):
                 best = found
         return best
 
-    def _last_in_partition(self, partition: int) -> int | None:
+    def _last_in_partition(self, partition: int, log_end: int) -> int | None:
         earliest = self.journal.earliest_offset(self.topic, partition)
         end = self.journal.latest_offset(self.topic, partition)
         window = READBACK_WINDOW
         while end > earliest:
             start = max(earliest, end - window)
-            found = self._scan(partition, start, end)
+            found = self._scan(partition, start, end, log_end)
             if found is not None:
                 return found
             end, window = start, window * 4
         return None
 
-    def _scan(self, partition: int, start: int, end: int) -> int | None:
+    def _scan(self, partition: int, start: int, end: int, log_end: int) -> int | None:
         best: int | None = None
         empty = 0
         with self.journal.consumer(self.topic, Position.at(start), [partition]) as consumer:
@@ -236,18 +243,34 @@ class DistributedEvents:
                 for record in records:
                     if record.offset >= end:
                         break
-                    offset = _event_offset(record.value, self.agent_name)
+                    try:
+                        offset = _event_offset(record.value, self.agent_name, log_end)
+                    except BadRecord as exc:
+                        self.bad_records.report(record, exc)
+                        continue
                     if offset is not None and (best is None or offset > best):
                         best = offset
         return best
 
 
-def _event_offset(value: bytes, agent_name: str) -> int | None:
-    """The package offset an event or start point record of ``agent_name`` stands for."""
+def _event_offset(value: bytes, agent_name: str, log_end: int) -> int | None:
+    """The package offset an event or start point record of ``agent_name`` stands for (None
+    for another agent's); BadRecord if it is neither an event nor a start point."""
     try:
         event = json.loads(value)
-        if event.get("pubAgentName") == agent_name:
-            return int(event["startAfter"] if "startAfter" in event else event["offset"])
-    except (ValueError, KeyError, TypeError, AttributeError):
-        log.warning("event topic: skipped a record that is not a distributed event")
-    return None
+    except (ValueError, RecursionError) as exc:  # RecursionError: "[[[[..." nested too deep
+        raise BadRecord(f"not JSON: {type(exc).__name__}") from None
+    if not isinstance(event, dict):
+        raise BadRecord(f"a JSON {type(event).__name__}, not an event object")
+    if event.get("pubAgentName") != agent_name:
+        return None
+    start = "startAfter" in event
+    offset = event.get("startAfter" if start else "offset")
+    # bool is an int subclass; a float or string offset was never written by a publisher.
+    if type(offset) is not int:
+        raise BadRecord(f"{'startAfter' if start else 'offset'} is not an integer")
+    # A start point may be -1: the subscribers had processed nothing yet.
+    check_offset(offset, "startAfter" if start else "offset", minimum=-1 if start else 0)
+    if offset >= log_end:
+        raise BadRecord(f"offset {offset} is beyond the package log's end ({log_end})")
+    return offset

@@ -1,9 +1,14 @@
 """Prometheus metrics of the publisher (Sling's publisher metrics under an ``scd_`` prefix).
 
-Each agent owns its registry, so several agents (tests, embedded mode) never collide.
+Each agent owns its registry, so several agents (tests, embedded mode) never collide. Series
+labelled by queue exist only for alive subscribers, whose number the discovery view caps
+(``SCD_PUBLISHER_MAX_SUBSCRIBERS``): forged announcements cannot grow the scrape without bound.
 """
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -97,6 +102,37 @@ class PublisherMetrics:
             "scd_throttled_requests", "Distribute requests held back by throttling", registry=r
         )
         self.leader = Gauge("scd_leader", "1 while this instance runs leader-only jobs", registry=r)
+        self.bad_records = Counter(
+            "scd_publisher_bad_records",
+            "Decodable journal records skipped for out-of-range or invalid fields",
+            ["topic"],
+            registry=r,
+        )
+        self.discovery_dropped = Counter(
+            "scd_discovery_dropped",
+            "Subscribers dropped from the full discovery view (least recently announced first)",
+            registry=r,
+        )
+        self.error_queues_dropped = Counter(
+            "scd_error_queues_dropped",
+            "Error queue state dropped at its bounds: whole subscribers, failed offsets, errors",
+            ["kind"],
+            registry=r,
+        )
+        self._series_lock = threading.Lock()
+        self._series: dict[int, set[str]] = {}
+
+    def set_per_queue(self, gauge: Gauge, values: Mapping[str, float]) -> None:
+        """Set one series per queue and remove the series of queues no longer given: dropped
+        and forgotten subscribers leave no series behind. (Removing, not clearing first: a
+        scrape in between never sees every queue gone.)"""
+        with self._series_lock:
+            known = self._series.get(id(gauge), set())
+            for gone in known - values.keys():
+                gauge.remove(gone)
+            for name, value in values.items():
+                gauge.labels(name).set(value)
+            self._series[id(gauge)] = set(values)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -10,7 +10,9 @@
 * ``recycle`` drops entries nobody needs any more (Sling recycles every 12 h).
 
 Like Sling, only this agent's packages are cached, and TEST packages are not: they are
-delivered to subscribers but are never queue items nor distributed events.
+delivered to subscribers but are never queue items nor distributed events. A package record with
+an out-of-range field (an unknown request type, a forged id or path) is a bad record
+(publisher/bad_records.py): skipped and counted, and the tail consumer never stops on a record.
 """
 
 from __future__ import annotations
@@ -25,9 +27,18 @@ from journal.api import Consumer, Journal, Position, Record
 from journal.errors import DecodeError, JournalError, UnknownMessageType
 from journal.supervisor import SupervisedThread
 from journal.wire.messages import PackageMessage, ReqType, decode
+from journal.wire.rules import DEFAULT_LIMITS
+from publisher.bad_records import (
+    BadRecord,
+    BadRecords,
+    check_count,
+    check_enum,
+    check_name,
+)
 from publisher.entries import Entry, EntrySegment
 from publisher.errors import CacheFetchTimeout
 from publisher.metrics import PublisherMetrics
+from publisher.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +50,9 @@ TAIL_ERROR_BACKOFF_S = 1.0
 FETCH_BATCH_RECORDS = 5000
 # One poll of a head fetch; the fetch as a whole is bounded by the fetch timeout.
 FETCH_POLL_S = 0.5
+# Longest path a cached entry keeps: the content rules refuse paths over this many UTF-8
+# bytes, so a path with more characters is forged (characters: a cheap bound, no encoding).
+MAX_PATH_CHARS = DEFAULT_LIMITS.max_path_bytes
 
 
 class QueueCache:
@@ -57,6 +71,8 @@ class QueueCache:
         self.fetch_timeout_s = fetch_timeout_s
         self.metrics = metrics
         self.counts: Counter[str] = Counter()
+        self.bad_records = BadRecords(metrics.bad_records, log)
+        self._skip_log = RateLimitedLog(log)
         self._lock = threading.Lock()
         self._fetch_lock = threading.Lock()
         self._segments: list[EntrySegment] = []
@@ -128,7 +144,9 @@ class QueueCache:
         return len(records)
 
     def _package(self, record: Record) -> PackageMessage | None:
-        """The record's PackageMessage if it is one of this agent's cacheable packages."""
+        """The record's PackageMessage if it is one of this agent's cacheable packages (then
+        ``_append`` cannot fail on it). Never raises on a record: a bad one is counted and
+        skipped, or the tail would stop on it, or read it again after every restart."""
         try:
             message = decode(record.headers, record.value)
         except UnknownMessageType as exc:
@@ -137,17 +155,28 @@ class QueueCache:
         except DecodeError as exc:
             self._skip("undecodable", record, exc)
             return None
-        if not isinstance(message, PackageMessage):
-            return None  # PingMessage and other control records
-        if message.pub_agent_name != self.agent_name or message.req_type == ReqType.TEST:
+        try:
+            if not isinstance(message, PackageMessage):
+                return None  # PingMessage and other control records
+            if message.pub_agent_name != self.agent_name or message.req_type == ReqType.TEST:
+                return None
+            _check(message)
+        except Exception as exc:  # BadRecord, or a bug: either way this record only
+            self.counts["bad_record"] += 1
+            self.bad_records.report(record, exc)
             return None
         return message
 
     def _skip(self, reason: str, record: Record, exc: Exception) -> None:
         self.counts[reason] += 1
         self.metrics.skipped_records.labels(self.topic, reason).inc()
-        log.warning(
-            "queue cache: skipped %s-%d@%d: %s", record.topic, record.partition, record.offset, exc
+        self._skip_log.log(
+            logging.WARNING,
+            "queue cache: skipped %s-%d@%d: %s",
+            record.topic,
+            record.partition,
+            record.offset,
+            exc,
         )
 
     # ------------------------------------------------------------------ head fetch
@@ -306,6 +335,25 @@ class QueueCache:
         self.metrics.queue_cache_entries.set(self.size)
         log.info("queue cache recycled: %d entries dropped, %d kept", dropped, before - dropped)
         return dropped
+
+
+def _check(message: PackageMessage) -> None:
+    """BadRecord if a field a queue item shows is out of range."""
+    check_enum(ReqType, message.req_type, "req_type")
+    check_name(message.pkg_id, "pkg_id")
+    check_count(message.pkg_length, "pkg_length")
+    check_count(message.created_ms, "created_ms")
+    if len(message.paths) + len(message.deep_paths) > DEFAULT_LIMITS.max_roots:
+        raise BadRecord(
+            f"{len(message.paths) + len(message.deep_paths)} paths (at most "
+            f"{DEFAULT_LIMITS.max_roots})"
+        )
+    for what, paths in (("paths", message.paths), ("deep_paths", message.deep_paths)):
+        for path in paths:
+            if not path or len(path) > MAX_PATH_CHARS:
+                raise BadRecord(
+                    f"{what} has a path of {len(path)} characters (1..{MAX_PATH_CHARS})"
+                )
 
 
 def _append(segment: EntrySegment, offset: int, message: PackageMessage) -> None:

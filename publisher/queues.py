@@ -40,11 +40,11 @@ class QueueSummary:
     head_offset: int | None
     head_attempts: int
     lag_ms: int
-    error_queue_size: int | None
+    error_queue_size: int
 
     @property
-    def error_queue_name(self) -> str | None:
-        return self.name + ERROR_QUEUE_SUFFIX if self.subscriber.has_error_queue else None
+    def error_queue_name(self) -> str:
+        return self.name + ERROR_QUEUE_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,14 @@ class QueueItem:
     entry: Entry | None
     attempts: int
     last_error: ReportedError | None
+
+
+def failed_attempts(subscriber: Subscriber, error: ReportedError | None) -> int:
+    """Attempts made on a package in the error queue: one for a permanent failure (never
+    retried; the only kind a blocking subscriber gives up on), else its retries plus one."""
+    if (error is not None and error.permanent) or subscriber.max_retries < 0:
+        return 1
+    return subscriber.max_retries + 1
 
 
 def entry_id(topic: str, offset: int) -> str:
@@ -92,11 +100,17 @@ class Queues:
         return subscriber
 
     def summaries(self) -> list[QueueSummary]:
-        subscribers = self.discovery.alive()
+        return self.page()[1]
+
+    def page(self, skip: int = 0, limit: int | None = None) -> tuple[int, list[QueueSummary]]:
+        """(alive subscribers, summaries of the ``limit`` queues after the first ``skip``, by
+        name): only the page's queues are computed."""
+        alive = self.discovery.alive()
+        subscribers = alive[skip:] if limit is None else alive[skip : skip + limit]
         offsets = [o for s in subscribers if (o := self.processed_offset(s)) is not None]
         if offsets:
             self.cache.ensure(min(offsets) + 1)
-        return [self._summary(s) for s in subscribers]
+        return len(alive), [self._summary(s) for s in subscribers]
 
     def summary(self, name: str) -> QueueSummary:
         subscriber = self.subscriber(name)
@@ -108,7 +122,7 @@ class Queues:
     def _summary(self, subscriber: Subscriber) -> QueueSummary:
         name = subscriber.queue_name
         state = subscriber.states.get(self.agent_name)
-        error_size = self.errors.size(name) if subscriber.has_error_queue else None
+        error_size = self.errors.size(name)
         head = self.cache.head_after(state.offset) if state is not None else None
         if state is None or head is None:
             return QueueSummary(
@@ -160,24 +174,22 @@ class Queues:
     def error_items(self, name: str, skip: int, limit: int) -> list[QueueItem]:
         base = name.removesuffix(ERROR_QUEUE_SUFFIX)
         subscriber = self.subscriber(base)
-        if not subscriber.has_error_queue:
-            raise QueueNotFound(
-                f"subscriber {base!r} has no error queue (max retries {subscriber.max_retries} "
-                "< 0: it blocks on failures instead)"
-            )
         offsets = self.errors.offsets(base, skip, limit)
         if offsets:
             self.cache.ensure(offsets[0])
-        return [
-            QueueItem(
-                id=entry_id(self.topic, offset),
-                offset=offset,
-                entry=self.cache.entry_at(offset),
-                attempts=subscriber.max_retries + 1,
-                last_error=self.errors.last_error(base, offset),
+        items = []
+        for offset in offsets:
+            error = self.errors.last_error(base, offset)
+            items.append(
+                QueueItem(
+                    id=entry_id(self.topic, offset),
+                    offset=offset,
+                    entry=self.cache.entry_at(offset),
+                    attempts=failed_attempts(subscriber, error),
+                    last_error=error,
+                )
             )
-            for offset in offsets
-        ]
+        return items
 
     def agent_state(self, summaries: list[QueueSummary] | None = None) -> QueueState:
         summaries = self.summaries() if summaries is None else summaries

@@ -56,6 +56,10 @@ DEFAULT_BLOCKED_AFTER_ATTEMPTS = 3
 # How long a queue page may be; a page is built from the shared cache, so this bounds the
 # response, not memory.
 DEFAULT_MAX_PAGE_ITEMS = 1000
+# Subscribers the publisher keeps state for (discovery view, error queues, per-queue metrics);
+# beyond it the least recently announced are dropped. Sling supports up to 100 subscribers per
+# publisher: 1000 leaves ample room while 50,000 forged announcements cost a bounded few MiB.
+DEFAULT_MAX_SUBSCRIBERS = 1000
 # Kafka's group coordinator declares a silent member dead after the session timeout; 6 s is the
 # broker's default minimum (group.min.session.timeout.ms), so a killed leader is replaced in
 # about 6-10 s.
@@ -132,6 +136,11 @@ class PublisherSettings(ScdSettings):
     fetch_timeout_s: float = Field(default=DEFAULT_FETCH_TIMEOUT_S, gt=0)
     blocked_after_attempts: int = Field(default=DEFAULT_BLOCKED_AFTER_ATTEMPTS, ge=1)
     max_page_items: int = Field(default=DEFAULT_MAX_PAGE_ITEMS, ge=1)
+    max_subscribers: int = Field(
+        default=DEFAULT_MAX_SUBSCRIBERS,
+        ge=1,
+        description="Subscribers tracked; the least recently announced beyond it are dropped.",
+    )
 
     events_enabled: bool = True
     cleanup_interval_s: float = Field(default=DEFAULT_CLEANUP_INTERVAL_S, gt=0)

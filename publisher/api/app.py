@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 from publisher.agent import PublisherAgent
 from publisher.api import errors
+from publisher.api.auth import AuthMiddleware
 from publisher.api.body_limit import BodyLimitMiddleware
 from publisher.api.routes import distribute, health, queues, subscribers
 
@@ -21,6 +22,9 @@ def create_app(agent: PublisherAgent) -> FastAPI:
     )
     app.state.agent = agent
     app.add_middleware(BodyLimitMiddleware, max_bytes=agent.settings.max_request_bytes)
+    # Added last, so it runs first: a request without the token is refused before the body
+    # limit reads a chunked body, and before anything parses one.
+    app.add_middleware(AuthMiddleware, token=agent.settings.api_token)
     errors.install(app)
     for module in (distribute, queues, subscribers, health):
         app.include_router(module.router)

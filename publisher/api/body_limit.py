@@ -7,7 +7,7 @@ read up to the limit and refused as soon as it passes it, then replayed to the a
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 Scope = MutableMapping[str, Any]
@@ -32,10 +32,10 @@ class BodyLimitMiddleware:
             try:
                 length = int(declared)
             except ValueError:
-                await _refuse(send, 400, "Content-Length is not a number")
+                await refuse(send, 400, "Content-Length is not a number")
                 return
             if length > self.max_bytes:
-                await _refuse(send, 413, self._message(length))
+                await refuse(send, 413, self._message(length))
                 return
             await self.app(scope, receive, send)
             return
@@ -51,7 +51,7 @@ class BodyLimitMiddleware:
                 break
             total += len(message.get("body", b""))
             if total > self.max_bytes:
-                await _refuse(send, 413, self._message(total, at_least=True))
+                await refuse(send, 413, self._message(total, at_least=True))
                 return
             if not message.get("more_body", False):
                 break
@@ -68,8 +68,13 @@ class BodyLimitMiddleware:
         )
 
 
-async def _refuse(send: Send, status: int, detail: str) -> None:
+async def refuse(
+    send: Send, status: int, detail: str, headers: Mapping[str, str] | None = None
+) -> None:
+    """Answer ``{"detail": ...}`` without reading the request body, and close the connection:
+    the unread body must not be taken for the next request."""
     body = json.dumps({"detail": detail}).encode()
+    extra = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send(
         {
             "type": "http.response.start",
@@ -78,6 +83,7 @@ async def _refuse(send: Send, status: int, detail: str) -> None:
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close"),
+                *extra,
             ],
         }
     )

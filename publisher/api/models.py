@@ -61,8 +61,8 @@ class QueueModel(ApiModel):
     lag_ms: int
     editable: bool
     max_retries: int
-    error_queue: str | None
-    error_queue_size: int | None
+    error_queue: str = Field(description="Every subscriber has one (empty unless it failed)")
+    error_queue_size: int
 
     @classmethod
     def of(cls, s: QueueSummary) -> QueueModel:

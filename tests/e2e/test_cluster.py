@@ -638,7 +638,7 @@ def check_queues(queues: list[dict[str, Any]], total: int, offsets: dict[str, in
 
 def timed_queues(cluster: Cluster) -> tuple[float, list[dict[str, Any]]]:
     begin = time.perf_counter()
-    answer = cluster.http.get("/queues")
+    answer = cluster.http.get("/queues", params={"limit": 1000})  # 101 queues: one page
     elapsed = time.perf_counter() - begin
     assert answer.status_code == 200, answer.text
     return elapsed, answer.json()
@@ -681,7 +681,7 @@ def test_queue_api_with_100_subscribers(run: Run, capsys: pytest.CaptureFixture[
     busy: list[float] = []
     heads: list[int] = []
     try:
-        wait_for(lambda: len(cluster.get("/queues")) == total, 120, f"{total} queues")
+        wait_for(lambda: len(cluster.get("/queues?limit=1000")) == total, 120, f"{total} queues")
         # 100 subscribers announcing, nothing distributed: exact sizes, and the latency.
         for _ in range(QUEUE_CALLS):
             elapsed, queues = timed_queues(cluster)
@@ -698,7 +698,7 @@ def test_queue_api_with_100_subscribers(run: Run, capsys: pytest.CaptureFixture[
             accepted = sum(1 for o in load.outcomes() if o.status == 200)
         assert heads == sorted(heads), "the last package went backwards"
         last = wait_converged(cluster)
-        final = {q["name"]: q for q in cluster.get("/queues")}
+        final = {q["name"]: q for q in cluster.get("/queues?limit=1000")}
         for name, offset in offsets.items():
             assert final[name]["size"] == last - offset, (name, offset, last, final[name])
     finally:

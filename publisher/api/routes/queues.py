@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
 from publisher.api.deps import AgentDep, Authorized
 from publisher.api.models import (
@@ -19,12 +19,25 @@ from publisher.settings import DEFAULT_MAX_PAGE_ITEMS
 
 router = APIRouter(tags=["queues"])
 
-# Items per page unless asked otherwise.
+# Items (and queues, subscribers) per page unless asked otherwise.
 DEFAULT_PAGE_ITEMS = 100
+# The header a list page carries its total in (the body stays a plain JSON list).
+TOTAL_HEADER = "X-Total-Count"
 
 Skip = Annotated[int, Query(ge=0, le=2**62, description="Items to skip from the head")]
 Limit = Annotated[int, Query(ge=1, le=DEFAULT_MAX_PAGE_ITEMS, description="Page size")]
 NOT_FOUND: dict[int | str, dict[str, str]] = {404: {"description": "No alive subscriber has it"}}
+LIST_PAGE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "One page, sorted by queue name",
+        "headers": {
+            TOTAL_HEADER: {
+                "description": "How many there are in all (page with skip and limit)",
+                "schema": {"type": "integer"},
+            }
+        },
+    }
+}
 
 
 @router.get("/agent")
@@ -44,10 +57,14 @@ def agent_state(agent: AgentDep) -> AgentModel:
     )
 
 
-@router.get("/queues")
-def list_queues(agent: AgentDep) -> list[QueueModel]:
-    """One queue per alive subscriber."""
-    return [QueueModel.of(s) for s in agent.queues.summaries()]
+@router.get("/queues", responses=LIST_PAGE)
+def list_queues(
+    agent: AgentDep, response: Response, skip: Skip = 0, limit: Limit = DEFAULT_PAGE_ITEMS
+) -> list[QueueModel]:
+    """One queue per alive subscriber, a page at a time; the total is in X-Total-Count."""
+    total, summaries = agent.queues.page(skip, min(limit, agent.settings.max_page_items))
+    response.headers[TOTAL_HEADER] = str(total)
+    return [QueueModel.of(s) for s in summaries]
 
 
 @router.get("/queues/{name}", responses=NOT_FOUND)
@@ -71,7 +88,8 @@ def queue_items(
 def error_queue_items(
     name: str, agent: AgentDep, skip: Skip = 0, limit: Limit = DEFAULT_PAGE_ITEMS
 ) -> QueuePage:
-    """A page of the subscriber's error queue: packages it skipped after max retries."""
+    """A page of the subscriber's error queue: packages it skipped (after its retries, or at
+    once for a permanent failure)."""
     limit = min(limit, agent.settings.max_page_items)
     items = agent.queues.error_items(name, skip, limit)
     return QueuePage(

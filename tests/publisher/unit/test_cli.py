@@ -10,6 +10,7 @@ import pytest
 
 from journal.cli import main
 from journal.http_server import AppServer
+from publisher import cli
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from tests.publisher.conftest import TOKEN
@@ -62,3 +63,18 @@ def test_errors_are_one_line(url: str, capsys: pytest.CaptureFixture[str], tmp_p
     bad.write_text("{not json}\n")
     with pytest.raises(SystemExit, match="line 1: not JSON"):
         main(["distribute", "--file", str(bad), "--url", url])
+
+
+def test_queues_reads_every_page(
+    agent: PublisherAgent,
+    url: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cli, "QUEUES_PAGE", 2)
+    for i in range(5):
+        SimulatedSubscriber(agent.journal, agent.topics, f"sub-{i}").announce(-1)
+    wait_for(lambda: len(agent.queues.summaries()) == 5, what="5 queues")
+    assert main(["queues", "--json", "--url", url]) == 0
+    shown = [q["name"] for q in json.loads(capsys.readouterr().out)]
+    assert shown == [f"sub-{i}-subscriber" for i in range(5)]

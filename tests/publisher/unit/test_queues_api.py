@@ -165,12 +165,41 @@ def test_error_queue_from_removed_failed_statuses_with_last_errors(
     assert item["packageId"] is not None and page["queue"] == "e-subscriber-error"
 
 
-def test_blocking_subscriber_has_no_error_queue(client: TestClient, journal: SqliteJournal) -> None:
-    subscriber(journal, "b", max_retries=-1).announce(-1)
+def test_blocking_subscriber_error_queue_shows_its_permanent_failures(
+    client: TestClient, journal: SqliteJournal
+) -> None:
+    offsets = distribute(client, 2)
+    b = subscriber(journal, "b", max_retries=-1)
+    b.announce(-1)
     queue = wait_queue(client, "b-subscriber")
-    assert queue["errorQueue"] is None and queue["errorQueueSize"] is None
-    response = client.get("/queues/b-subscriber/errors")
-    assert response.status_code == 404 and "blocks on failures" in response.json()["detail"]
+    assert queue["errorQueue"] == "b-subscriber-error" and queue["errorQueueSize"] == 0
+    assert client.get("/queues/b-subscriber/errors").json()["items"] == []
+    # A package it can never import: skipped at once, even though it blocks on transient errors.
+    b.log_error(offsets[0], "permanent: checksum mismatch")
+    b.failed(offsets[0])
+    b.announce(offsets[0])
+    wait_queue(client, "b-subscriber", errorQueueSize=1, size=1)
+    page = client.get("/queues/b-subscriber/errors").json()
+    (item,) = page["items"]
+    assert page["total"] == 1 and item["offset"] == offsets[0] and item["attempts"] == 1
+    assert item["lastError"]["message"] == "permanent: checksum mismatch"
+    assert 'scd_error_queue_size{queue="b-subscriber-error"} 1.0' in client.get("/metrics").text
+
+
+def test_queues_and_subscribers_are_paged_with_the_total_in_a_header(
+    client: TestClient, journal: SqliteJournal
+) -> None:
+    for name in "edcba":
+        subscriber(journal, name).announce(-1)
+    wait_for(lambda: len(queues(client)) == 5, what="5 queues")
+    for path in ["/queues", "/subscribers"]:
+        response = client.get(path, params={"skip": 1, "limit": 2})
+        assert response.status_code == 200 and response.headers["x-total-count"] == "5"
+        key = "name" if path == "/queues" else "queueName"
+        assert [q[key] for q in response.json()] == ["b-subscriber", "c-subscriber"]
+        assert client.get(path, params={"skip": 5}).json() == []
+        assert client.get(path, params={"limit": 1001}).status_code == 422
+    assert client.get("/queues", params={"limit": 3}).headers["x-total-count"] == "5"
 
 
 def test_clear_modes_send_clear_commands(client: TestClient, journal: SqliteJournal) -> None:
