@@ -8,7 +8,7 @@ from publisher.agent import PublisherAgent
 from publisher.api import errors
 from publisher.api.auth import AuthMiddleware
 from publisher.api.body_limit import BodyLimitMiddleware
-from publisher.api.routes import distribute, health, queues, subscribers
+from publisher.api.routes import console, distribute, health, queues, subscribers
 
 API_VERSION = "1"
 
@@ -26,6 +26,6 @@ def create_app(agent: PublisherAgent) -> FastAPI:
     # limit reads a chunked body, and before anything parses one.
     app.add_middleware(AuthMiddleware, token=agent.settings.api_token)
     errors.install(app)
-    for module in (distribute, queues, subscribers, health):
+    for module in (distribute, queues, subscribers, health, console):
         app.include_router(module.router)
     return app
