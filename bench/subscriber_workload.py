@@ -32,6 +32,7 @@ from journal.wire.package import (
     FILE_DATA,
     LAST_MODIFIED,
     NODE_TYPE,
+    PACKAGE_TYPE,
     Binary,
     ContentPackage,
     FilterRoot,
@@ -39,7 +40,6 @@ from journal.wire.package import (
     checksum,
     encode_package,
 )
-from journal.wire.package import PACKAGE_TYPE
 from subscriber.rows import node_row
 
 PUB_AGENT = "publish"

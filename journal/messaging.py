@@ -18,6 +18,7 @@ from google.protobuf.message import Message
 
 from journal.api import Consumer, Journal, PendingSend, Position, Record
 from journal.errors import DecodeError, JournalError, UnknownMessageType
+from journal.ratelog import RateLimitedLog
 from journal.supervisor import SupervisedThread
 from journal.wire.messages import decode, encode, type_name
 from journal.wire.signing import RecordSigner
@@ -86,6 +87,8 @@ class MessagePoller:
         self.counts: Counter[str] = Counter()
         self._stop = threading.Event()
         self.thread: SupervisedThread | None = None
+        # Records anyone with write access can put there: a flood of them is one line per 10 s.
+        self._skipped = RateLimitedLog(log)
 
     @property
     def consumer(self) -> Consumer:
@@ -106,11 +109,11 @@ class MessagePoller:
             message = decode(record.headers, record.value)
         except UnknownMessageType as exc:
             self.counts["unknown_type"] += 1
-            log.warning("%s: skipped record %s: %s", self.name, where, exc)
+            self._skipped.log(logging.WARNING, "%s: skipped record %s: %s", self.name, where, exc)
             return
         except DecodeError as exc:
             self.counts["undecodable"] += 1
-            log.error("%s: skipped record %s: %s", self.name, where, exc)
+            self._skipped.log(logging.ERROR, "%s: skipped record %s: %s", self.name, where, exc)
             return
         handler = self._handlers.get(record.headers["type"])
         if handler is None:

@@ -18,7 +18,7 @@ from typing import Protocol, TypeVar
 from prometheus_client import Counter
 
 from journal.api import Record
-from publisher.ratelog import RateLimitedLog
+from journal.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 

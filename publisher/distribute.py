@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from journal.api import Journal
 from journal.errors import ScdError
 from journal.wire.messages import PackageMessage, encode
+from journal.wire.package import PACKAGE_TYPE
 from journal.wire.signing import RecordSigner
 from publisher.metrics import PublisherMetrics
 from publisher.package_builder import BuiltPackage, PackageBuilder
@@ -26,10 +27,6 @@ from publisher.spill import PackageSpill
 from publisher.values import UploadedPart
 
 log = logging.getLogger(__name__)
-
-# pkg_type of every PackageMessage this publisher sends: names the content package format of
-# journal/wire/package.py so that a subscriber can refuse packages of another builder.
-PACKAGE_TYPE = "scd-content"
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from journal.api import Record
 from journal.wire.messages import LogMessage, PackageStatusMessage, Status
 from publisher.bad_records import check_enum, check_name, check_offset
 from publisher.metrics import PublisherMetrics
-from publisher.ratelog import RateLimitedLog
+from journal.ratelog import RateLimitedLog
 from publisher.settings import DEFAULT_MAX_SUBSCRIBERS
 
 log = logging.getLogger(__name__)

@@ -38,7 +38,7 @@ from publisher.bad_records import (
 from publisher.entries import Entry, EntrySegment
 from publisher.errors import CacheFetchTimeout
 from publisher.metrics import PublisherMetrics
-from publisher.ratelog import RateLimitedLog
+from journal.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from journal.errors import JournalError
 from journal.messaging import MessageSender
+from journal.ratelog import RateLimitedLog
 from journal.wire import messages as m
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ class FailureReporter:
         self.instance_id = instance_id
         self.status = status
         self.on_report = on_report  # e.g. announce the new retry count at once
+        self._permanent = RateLimitedLog(log)
 
     def report(
         self,
@@ -47,14 +49,16 @@ class FailureReporter:
     ) -> None:
         """``attempt`` None: a permanent failure, never retried."""
         what = "permanent" if attempt is None else f"attempt {attempt}"
-        log.warning(
+        # Permanent failures can come by the thousand (garbage on the topic): rate-limited.
+        logger = self._permanent.log if attempt is None else log.log
+        logger(
+            logging.WARNING,
             "%s: import of offset %d (%s) failed (%s): %s",
             self.name,
             offset,
             pub_agent,
             what,
             cause,
-            extra={"agent": self.name, "offset": offset, "attempt": attempt or 0},
         )
         text = f"{what}: {cause}"
         try:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from journal.api import Consumer, Journal, Position, Record
 from journal.errors import JournalError
+from journal.ratelog import RateLimitedLog
 from journal.wire import messages as m
 from subscriber.bookkeeping import Bookkeeping
 from subscriber.changes import ChangeSet, Unit
@@ -111,6 +112,8 @@ class ImportLoop:
         # The next batch, polled and decoded while the current one commits (one at a time).
         self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-prefetch")
         self._prefetched: Future[Polled] | None = None
+        # Records of unknown types: anyone with write access can flood the topic with them.
+        self._skipped = RateLimitedLog(log)
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -246,7 +249,13 @@ class ImportLoop:
         message = decoded.package_message
         if decoded.unknown or (decoded.error is None and message is None):
             self.counters.unknown_records += 1
-            log.warning("%s: skipped record at offset %d: %s", self.name, offset, decoded.error)
+            self._skipped.log(
+                logging.WARNING,
+                "%s: skipped record at offset %d: %s",
+                self.name,
+                offset,
+                decoded.error,
+            )
             return Unit(offset, "", "", m.ReqType.TEST)
         if message is None:  # undecodable: it names no agent; reported to the first followed
             return self._failed_permanently(offset, self.settings.pub_agents[0], "", decoded)

@@ -40,7 +40,7 @@ import boto3
 import pytest
 
 from journal.settings import TopicSettings
-from subscriber.store import ContentStore
+from subscriber.delta_store import DeltaStore
 from tests import services
 from tests.e2e.processes import (
     PUBLISHER_STOP_TIMEOUT_S,
@@ -280,7 +280,7 @@ def check_store(spark: Any, subscriber: Subscriber, model: ContentModel, last: i
     Returns the number of import commits."""
     name = subscriber.spec.name
     location = str(subscriber.store)
-    store = ContentStore(spark, location)
+    store = DeltaStore(spark, location)
     nodes = {n.path: stored_summary(n) for n in store.nodes()}
     differences = content_differences(model, nodes)
     assert not differences, f"{name}'s content differs from the model:\n" + "\n".join(differences)

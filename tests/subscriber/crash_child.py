@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from subscriber.changes import ChangeSet
 from subscriber.daemon import main
+from subscriber.delta_store import DeltaStore
 from subscriber.rows import KIND_OFFSET
-from subscriber.store import ContentStore
 
 log = logging.getLogger("crash_child")
 
@@ -36,10 +36,10 @@ OFFSET_COMMITTED = "crash-test broken commit: offset row %d committed"
 
 
 def install_broken_commit() -> None:
-    """Split ContentStore.commit: the product's own write minus the offset row, then the row."""
-    original = ContentStore.commit
+    """Split DeltaStore.commit: the product's own write minus the offset row, then the row."""
+    original = DeltaStore.commit
 
-    def broken_commit(self: ContentStore, changes: ChangeSet) -> None:
+    def broken_commit(self: DeltaStore, changes: ChangeSet) -> None:
         write = self._write
         held: list[tuple[Any, ...]] = []
 
@@ -57,7 +57,7 @@ def install_broken_commit() -> None:
         self._write(held, user_metadata={"offset_row": changes.last_offset})
         log.info(OFFSET_COMMITTED, changes.last_offset)
 
-    ContentStore.commit = broken_commit  # type: ignore[method-assign]
+    DeltaStore.commit = broken_commit  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import pytest
 from blobstore.local import LocalBlobStore
 from journal.wire.package import FILE_DATA, FILE_TYPE, NODE_TYPE, Binary, BlobRef, Node
 from subscriber.changes import new_change_set
-from subscriber.store import ContentStore
+from subscriber.delta_store import DeltaStore
 from tests.services import spark_jars
 from tests.subscriber.packages import add, file_node, node
 
@@ -44,7 +44,7 @@ def test_ls_cat_export(spark: Any, tmp_path: Path) -> None:
         Binary(ref=BlobRef(key=ref.key, size=ref.size, sha256=ref.sha256))
     )
     store_path = tmp_path / "store"
-    store = ContentStore(spark, str(store_path))
+    store = DeltaStore(spark, str(store_path))
     store.open()
     store.commit(
         new_change_set(

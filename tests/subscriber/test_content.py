@@ -51,8 +51,8 @@ from subscriber.content import (
     read_node,
     target_path,
 )
+from subscriber.delta_store import DeltaStore
 from subscriber.rows import BinaryInfo, StoredNode, node_row
-from subscriber.store import ContentStore
 from tests.subscriber.packages import add, delete, file_node, node
 
 Props = dict[str, tuple[str, bool, list[str]]]
@@ -443,9 +443,7 @@ def put_ref(blobs: BlobStore, data: bytes) -> BlobRef:
     return BlobRef(key=ref.key, size=ref.size, sha256=ref.sha256, content_type=ref.content_type)
 
 
-def build_store(
-    spark: Any, location: str, blobs: BlobStore
-) -> tuple[ContentStore, dict[str, bytes]]:
+def build_store(spark: Any, location: str, blobs: BlobStore) -> tuple[DeltaStore, dict[str, bytes]]:
     """Commit a small tree (inline and referenced files, a replaced and a deleted subtree)."""
     files = {
         "/content/site/small.txt": b"small inline file\n",
@@ -453,7 +451,7 @@ def build_store(
         "/content/site/img/empty.bin": b"",
         "/content/site/doc.txt": os.urandom(70_000),
     }
-    store = ContentStore(spark, location)
+    store = DeltaStore(spark, location)
     store.open()
     units = [
         add(

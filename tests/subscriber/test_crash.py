@@ -39,8 +39,8 @@ from blobstore.api import BlobStore
 from journal.api import Position
 from journal.errors import ScdError
 from journal.wire import messages as m
+from subscriber.delta_store import DeltaStore
 from subscriber.rows import KIND_OFFSET
-from subscriber.store import ContentStore
 from tests import services
 from tests.services import TOPIC_KINDS
 from tests.subscriber import harness as h
@@ -318,7 +318,7 @@ def check_store(
 ) -> tuple[list[str], dict[str, int]]:
     """Violations of exactly-once in the final store (empty: none), and history counts."""
     problems: list[str] = []
-    store = ContentStore(spark, location)
+    store = DeltaStore(spark, location)
     history = store.history()
     ranges: list[tuple[int, int, int]] = []
     for commit in history:
@@ -381,7 +381,7 @@ def uncommitted_data_files(location: Path) -> set[str]:
 
 
 def compare_tree(
-    store: ContentStore, expected: dict[str, ExpectedNode], blobs: BlobStore
+    store: DeltaStore, expected: dict[str, ExpectedNode], blobs: BlobStore
 ) -> list[str]:
     actual = {n.path: n for n in store.nodes()}
     problems: list[str] = []

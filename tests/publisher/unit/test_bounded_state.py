@@ -25,7 +25,7 @@ from publisher.api import create_app
 from publisher.discovery import DiscoveryView, now_ms
 from publisher.error_queues import ErrorQueues
 from publisher.metrics import PublisherMetrics
-from publisher.ratelog import RateLimitedLog
+from journal.ratelog import RateLimitedLog
 from tests.publisher.conftest import AUTH, AgentFactory
 
 FORGED = 50_000
