@@ -270,3 +270,20 @@ def test_a_clear_applies_to_the_agent_it_names_and_not_beyond_the_log(local_env:
         agent.stop()
     assert agent.store.state is not None and agent.store.state.clear_offset(h.PUB) == stuck
     assert agent.store.state.clear_offset("someone-else") == -1  # a clear names its agent
+
+
+def test_other_agents_packages_are_skipped_and_stored_every_nth(local_env: Env) -> None:
+    """Packages of agents not followed advance the offset without a commit of their own; the
+    offset is stored at least every skip_store_every skips, and a restart resumes from it."""
+    env = local_env
+    others = [
+        send_message(env, message_for(good(f"o{i}", f"/o{i}"), pub_agent_name="other"))
+        for i in range(7)
+    ]
+    store = MemoryStore()
+    agent = env.memory_agent(store, skip_store_every=3, batch_max=1)
+    h.drive(agent, lambda: agent.processed_offset >= others[-1], timeout_s=30)
+    assert store.tree == {} and h.statuses(env.journal, env.js) == {}
+    assert [hi for _, hi in store.history] == [others[2], others[5]]  # every 3rd skip stored
+    again = env.memory_agent(store)
+    assert again.processed_offset == others[5]  # the 7th is read again: harmless, a skip
