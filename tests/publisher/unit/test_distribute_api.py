@@ -303,3 +303,28 @@ def test_journal_outage_answers_503_and_leaves_no_unaccounted_blob(
     assert agent.metrics.cleanup_stamped._value.get() == 1
     stamped = blobs.head(orphan.key).metadata[OFFSET_METADATA]
     assert int(stamped) == journal.latest_offset("scd.package")
+
+
+@pytest.mark.parametrize(
+    ("value", "rule", "text"),
+    [
+        (["a", 1], "multi-value-type", "long and string"),
+        ({"type": "date", "value": "10000-01-01T00:00:00Z"}, None, "ISO 8601"),
+        ({"type": "date", "value": 253_402_300_800_000}, "date-range", "outside"),
+        ({"type": "date", "value": "0001-01-01T00:00:00+01:00"}, "date-range", "outside"),
+        ([{"type": "binary", "base64": "YQ=="}], "binary-placement", "list"),
+    ],
+)
+def test_content_breaking_a_rule_is_refused_with_400_naming_node_property_and_rule(
+    client: TestClient, journal: SqliteJournal, value: Any, rule: str | None, text: str
+) -> None:
+    """The issue's wedge: content a subscriber's store cannot hold was accepted with 200 and
+    then retried forever by every default subscriber. Now the publisher refuses it."""
+    body = {"action": "ADD", "paths": ["/p"], "nodes": [{"path": "/p", "properties": {"m": value}}]}
+    response = client.post("/distribute", json=body)
+    assert response.status_code == 400, response.text
+    detail = response.json()["detail"]
+    assert "'/p'" in detail and "'m'" in detail and text in detail
+    if rule is not None:
+        assert f"rule {rule}" in detail
+    assert messages(journal) == []  # nothing reached the log
