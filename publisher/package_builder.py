@@ -33,7 +33,7 @@ from journal.wire.package import (
 )
 from publisher.content_source import DirectoryContentSource
 from publisher.errors import ContentNotFound, InvalidRequest, PackageTooLarge
-from publisher.request import Action, DistributeRequest
+from publisher.request import Action, DistributeRequest, PropertyValue
 from publisher.values import UploadedPart, ValueConverter, set_properties
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,19 @@ class _Sink:
         if len(data) != length:
             raise InvalidRequest(f"binary ended after {len(data)} of {length} bytes")
         return Binary(inline=data, content_type=content_type)
+
+
+def _node(path: str, properties: Mapping[str, PropertyValue], converter: ValueConverter) -> Node:
+    """A node of the request, its properties converted and every content rule checked; an
+    error names the node."""
+    node = Node(path=path)
+    try:
+        set_properties(node, converter.properties(properties))
+    except InvalidRequest as exc:
+        raise InvalidRequest(f"node {path!r}: {exc}") from None
+    except rules.ContentRuleError as exc:
+        raise rules.ContentRuleError(exc.rule, exc.detail, path=path, prop=exc.prop) from None
+    return rules.check_node(node)
 
 
 class PackageBuilder:
@@ -200,16 +213,7 @@ class PackageBuilder:
                     "only its own node, a deep path its subtree)"
                 )
             covered.update(roots)
-            node = Node(path=path)
-            try:
-                set_properties(node, converter.properties(spec.properties))
-            except InvalidRequest as exc:
-                raise InvalidRequest(f"node {path!r}: {exc}") from None
-            except rules.ContentRuleError as exc:
-                raise rules.ContentRuleError(
-                    exc.rule, exc.detail, path=path, prop=exc.prop
-                ) from None
-            nodes[path] = rules.check_node(node)
+            nodes[path] = _node(path, spec.properties, converter)
         unused = set(parts) - converter.used_parts
         if unused:
             raise InvalidRequest(f"uploaded parts not referenced by any node: {sorted(unused)}")

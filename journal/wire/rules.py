@@ -137,16 +137,22 @@ def check_path(path: str, what: str = "path", limits: ContentLimits = DEFAULT_LI
         raise refuse("contains a backslash (use '/')")
     if _has_control(path):
         raise refuse("contains control characters")
-    if path == "/":
-        return path
-    for segment in path[1:].split("/"):
-        if segment == "..":
-            raise refuse("contains '..' (path traversal)")
-        if segment in ("", "."):
-            raise refuse("has an empty or '.' segment")
-        if len(segment) > limits.max_name_chars:
-            raise refuse(f"has a segment longer than {limits.max_name_chars} characters")
+    if path != "/":
+        for segment in path[1:].split("/"):
+            problem = _segment_problem(segment, limits)
+            if problem is not None:
+                raise refuse(problem)
     return path
+
+
+def _segment_problem(segment: str, limits: ContentLimits) -> str | None:
+    if segment == "..":
+        return "contains '..' (path traversal)"
+    if segment in ("", "."):
+        return "has an empty or '.' segment"
+    if len(segment) > limits.max_name_chars:
+        return f"has a segment longer than {limits.max_name_chars} characters"
+    return None
 
 
 def check_name(
