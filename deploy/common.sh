@@ -147,7 +147,10 @@ scd_ensure_venv() {
         started="$(scd_now)"
         scd_log "installing scd and its test dependencies into $VENV"
         "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "${SCD_REPO_DIR}[test]"
+        # setuptools tells every editable install to beware of same-named folders in the
+        # working directory (a warning, printed even with --quiet): a banner, not news.
+        PYTHONWARNINGS="ignore:Editable installation" \
+            "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "${SCD_REPO_DIR}[test]"
         echo "$fingerprint" >"$STAMP"
         scd_log "installed in $(scd_elapsed "$started")s"
     fi

@@ -5,6 +5,10 @@ journal, a filesystem blob store and local Spark; distributes a sample site (wit
 large enough to be stored by reference and one package large enough to spill); shows the
 queues draining; exports each subscriber's content and compares it with the source. Exits 0
 only when every export equals the source, byte for byte.
+
+What it prints is a short story (journal/demo_output.py); the logs of scd and Spark go to a
+file (``-v``: to standard error). ``--keep-running`` leaves everything up for a look at the
+console afterwards.
 """
 
 from __future__ import annotations
@@ -13,17 +17,22 @@ import argparse
 import filecmp
 import logging
 import random
+import secrets
 import shutil
 import tempfile
+import threading
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
 
 from blobstore.factory import open_blob_store
 from blobstore.settings import BlobStoreSettings
+from journal.demo_output import QueueTable, Story, logs_to
 from journal.factory import open_journal
 from journal.http_server import AppServer
 from journal.settings import JournalSettings
@@ -73,15 +82,54 @@ def compare_trees(source: Path, exported: Path) -> list[str]:
     return problems
 
 
-def print_queues(queues: list[dict[str, Any]]) -> None:
-    print(f"  {'queue':<52} {'state':<8} {'size':>5} {'head':>6}")
-    for q in queues:
-        head = q.get("headOffset")
-        head_text = "-" if head is None else str(head)
-        print(f"  {q['name']:<52} {q['state']:<8} {q['size']:>5} {head_text:>6}")
+# The sample site's requests: shallow pages, deep trees (one with a binary stored by
+# reference), one package large enough to spill, a node carried by the request, its
+# deletion, and a TEST package (delivered, never queued).
+REQUESTS: list[dict[str, Any]] = [
+    {"action": "ADD", "paths": ["/index.html", "/about.html"]},
+    {"action": "ADD", "deepPaths": ["/css", "/docs", "/images"]},
+    {"action": "ADD", "deepPaths": ["/assets"]},
+    {
+        "action": "ADD",
+        "paths": ["/drafts"],
+        "nodes": [{"path": "/drafts", "properties": {"title": "work in progress"}}],
+    },
+    {"action": "DELETE", "deepPaths": ["/drafts"]},
+    {"action": "TEST", "paths": ["/"]},
+]
 
 
-def run_demo(workdir: Path, subscribers: int) -> int:
+@dataclass(frozen=True)
+class DemoOptions:
+    subscribers: int = 2
+    verbose: bool = False
+    keep_running: bool = False
+    port: int = 0
+
+
+def run_demo(workdir: Path, options: DemoOptions, log_path: Path | None = None) -> int:
+    """The demo in ``workdir``; logs go to ``log_path`` unless verbose."""
+    story = Story()
+    log_path = None if options.verbose else (log_path or workdir / "demo.log")
+    story.start(workdir, log_path, options.subscribers)
+    with ExitStack() as stack:
+        if log_path is not None:
+            # Entered first, left last: the shutdown's log lines land in the file too.
+            stack.enter_context(logs_to(log_path))
+            # py4j says goodbye at interpreter exit, after the log file is let go.
+            logging.getLogger("py4j").setLevel(logging.WARNING)
+        try:
+            return _run(workdir, options, story, stack)
+        except Exception as exc:
+            story.line(f"result: FAILED: {exc}")
+            raise
+        finally:
+            stack.close()  # everything stopped before the log's location is the last word
+            if log_path is not None:
+                story.line(f"log file: {log_path}")
+
+
+def _run(workdir: Path, options: DemoOptions, story: Story, stack: ExitStack) -> int:
     from publisher.agent import PublisherAgent
     from publisher.api import create_app
     from publisher.settings import PublisherSettings
@@ -104,107 +152,130 @@ def run_demo(workdir: Path, subscribers: int) -> int:
             journal=js,
             blobstore=bs,
         )
-        for i in range(1, subscribers + 1)
+        for i in range(1, options.subscribers + 1)
     ]
-    print(f"scd demo in {workdir}")
-    with ExitStack() as stack:
-        journal = stack.enter_context(open_journal(js))
-        blobs = stack.enter_context(open_blob_store(bs))
-        journal.create_topics(topic_specs(js))
-        publisher = PublisherAgent(
-            PublisherSettings(dev_mode=True, content_root=site, instance_id="demo-publisher"),
-            js,
-            journal,
-            blobs,
-        ).start()
-        stack.callback(publisher.stop)
-        api = AppServer(create_app(publisher), name="publisher API")
-        api.start()
-        stack.callback(api.stop)
-        print(f"publisher API on {api.url} (OpenAPI at {api.url}/docs)")
-        print("starting Spark and the subscribers ...")
-        spark = spark_session(sub_settings[0], "scd-demo")
-        stack.callback(spark.stop)
-        agents = []
-        for settings in sub_settings:
-            # One SparkSession per agent (shared JVM): commit settings are per session.
-            agent = SubscriberAgent(
-                settings, journal, DeltaStore(spark.newSession(), settings.store_path), blobs
-            ).start()
-            stack.callback(agent.stop)
-            agents.append(agent)
+    # A token of this run only: the console asks for it before any action.
+    token = secrets.token_urlsafe(18)
+    journal = stack.enter_context(open_journal(js))
+    blobs = stack.enter_context(open_blob_store(bs))
+    journal.create_topics(topic_specs(js))
+    publisher = PublisherAgent(
+        PublisherSettings(
+            api_token=SecretStr(token), content_root=site, instance_id="demo-publisher"
+        ),
+        js,
+        journal,
+        blobs,
+    ).start()
+    stack.callback(publisher.stop)
+    api = AppServer(create_app(publisher), name="publisher API", port=options.port)
+    api.start()
+    stack.callback(api.stop)
+    story.line(f"  console         {api.url}/console   (token {token})")
+    story.line(f"  REST API        {api.url}   (OpenAPI at {api.url}/docs)")
+    started = time.monotonic()
+    story.line(f"starting Spark and {options.subscribers} subscribers ...")
+    spark = spark_session(sub_settings[0], "scd-demo")
+    stack.callback(spark.stop)
+    agents = []
+    for settings in sub_settings:
+        # One SparkSession per agent (shared JVM): commit settings are per session.
+        store = DeltaStore(spark.newSession(), settings.store_path)
+        agent = SubscriberAgent(settings, journal, store, blobs).start()
+        stack.callback(agent.stop)
+        agents.append(agent)
+    story.line(f"  ready in {time.monotonic() - started:.1f} s")
 
-        requests: list[dict[str, Any]] = [
-            {"action": "ADD", "paths": ["/index.html", "/about.html"]},
-            {"action": "ADD", "deepPaths": ["/css", "/docs", "/images"]},
-            {"action": "ADD", "deepPaths": ["/assets"]},
-            {
-                "action": "ADD",
-                "paths": ["/drafts"],
-                "nodes": [{"path": "/drafts", "properties": {"title": "work in progress"}}],
-            },
-            {"action": "DELETE", "deepPaths": ["/drafts"]},
-            {"action": "TEST", "paths": ["/"]},
-        ]
-        client = stack.enter_context(httpx.Client(base_url=api.url, timeout=120))
-        last = -1
-        for body in requests:
-            answer = client.post("/distribute", json=body)
-            answer.raise_for_status()
-            result = answer.json()
-            last = max(last, result["offset"])
-            what = " ".join(body.get("paths", []) + body.get("deepPaths", []))
-            spilled = "spilled to the blob store" if result["spilled"] else "inline"
-            print(
-                f"distributed {body['action']:<6} {what:<28} offset {result['offset']:>3}  "
-                f"{result['size']:>8} bytes  {spilled}"
-            )
+    story.line("distributing the sample site through the REST API:")
+    client = stack.enter_context(
+        httpx.Client(base_url=api.url, timeout=120, headers={"Authorization": f"Bearer {token}"})
+    )
+    offsets = []
+    for body in REQUESTS:
+        answer = client.post("/distribute", json=body)
+        answer.raise_for_status()
+        story.distributed(body, answer.json())
+        offsets.append(answer.json()["offset"])
 
-        print("queues:")
-        deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        shown = ""
+    story.line("queues draining (packages each subscriber has processed):")
+    if not _drain(client, agents, offsets, QueueTable(story)):
+        story.line(f"result: FAILED, the queues did not drain within {DRAIN_TIMEOUT_S:.0f} s")
+        return 1
+
+    story.line("verification: each subscriber's content exported and compared with the source")
+    failures = 0
+    for agent in agents:
+        target = workdir / f"export-{agent.name}"
+        report = export_tree(agent.store, blobs, "/", target)
+        problems = compare_trees(site, target)
+        story.verified(agent.name, report.files, report.file_bytes, problems)
+        failures += bool(problems)
+    if failures:
+        story.line(f"result: FAILED, {failures} of {len(agents)} subscribers differ from the site")
+    else:
+        story.line(
+            f"result: OK, every subscriber ({len(agents)} of {len(agents)}) holds the "
+            "distributed site byte for byte"
+        )
+    if options.keep_running:
+        story.line(f"still running: the console is at {api.url}/console; Ctrl-C stops the demo")
+        _wait_for_interrupt()
+    return 1 if failures else 0
+
+
+def _drain(client: httpx.Client, agents: list[Any], offsets: list[int], table: QueueTable) -> bool:
+    """Show each subscriber's progress until all processed every package; False on timeout."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    started = time.monotonic()
+    try:
         while True:
-            queues = client.get("/queues").json()
-            drained = (
-                len(queues) == subscribers
-                and all(q["size"] == 0 for q in queues)
-                and all(a.processed_offset >= last for a in agents)
-            )
-            state = repr([(q["name"], q["size"]) for q in queues])
-            if state != shown:
-                print_queues(queues)
-                shown = state
-            if drained:
+            states = {q["subscriberAgentName"]: q["state"] for q in client.get("/queues").json()}
+            rows = [
+                (
+                    agent.name,
+                    states.get(agent.name, "STARTING"),
+                    sum(1 for o in offsets if o <= agent.processed_offset),
+                    len(offsets),
+                )
+                for agent in agents
+            ]
+            table.show(rows)
+            if all(done == total for _, _, done, total in rows) and all(
+                state == "IDLE" for _, state, _, _ in rows
+            ):
                 break
             if time.monotonic() > deadline:
-                print("scd demo: queues did not drain in time")
-                return 1
+                return False
             time.sleep(QUEUE_POLL_S)
+    finally:
+        table.close()
+    table.story.line(f"  drained in {time.monotonic() - started:.1f} s")
+    return True
 
-        failures = 0
-        for agent in agents:
-            target = workdir / f"export-{agent.name}"
-            report = export_tree(agent.store, blobs, "/", target)
-            problems = compare_trees(site, target)
-            verdict = "equals the source" if not problems else f"{len(problems)} differences"
-            print(
-                f"{agent.name}: exported {report.files} files ({report.file_bytes} bytes) "
-                f"to {target}: {verdict}"
-            )
-            for problem in problems[:10]:
-                print(f"  {problem}")
-            failures += bool(problems)
-        return 1 if failures else 0
+
+def _wait_for_interrupt() -> None:
+    with suppress(KeyboardInterrupt):  # Ctrl-C ends the wait, then the demo stops cleanly
+        threading.Event().wait()
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    options = DemoOptions(
+        subscribers=args.subscribers,
+        verbose=args.verbose or args.demo_verbose,
+        keep_running=args.keep_running,
+        port=args.port,
+    )
     if args.workdir is not None:
         args.workdir.mkdir(parents=True, exist_ok=True)
         if any(args.workdir.iterdir()):
             raise SystemExit(f"scd demo: {args.workdir} is not empty")
-        return run_demo(args.workdir, args.subscribers)
-    with tempfile.TemporaryDirectory(prefix="scd-demo-") as tmp:
-        return run_demo(Path(tmp), args.subscribers)
+        return run_demo(args.workdir, options)
+    # The work directory goes when the demo ends; the log stays for a look afterwards.
+    with (
+        tempfile.TemporaryDirectory(prefix="scd-demo-") as tmp,
+        tempfile.NamedTemporaryFile(prefix="scd-demo-", suffix=".log", delete=False) as log,
+    ):
+        return run_demo(Path(tmp), options, Path(log.name))
 
 
 def register(sub: Any) -> None:
@@ -213,4 +284,19 @@ def register(sub: Any) -> None:
     )
     demo.add_argument("--workdir", type=Path, help="keep everything here (an empty directory)")
     demo.add_argument("--subscribers", type=int, default=2, choices=range(1, 6), metavar="N")
+    demo.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="keep the publisher, its console and the subscribers up after the run (Ctrl-C)",
+    )
+    demo.add_argument(
+        "--port", type=int, default=0, help="port of the REST API and console (default: any)"
+    )
+    demo.add_argument(
+        "-v",
+        "--verbose",
+        dest="demo_verbose",
+        action="store_true",
+        help="logs on standard error instead of the log file",
+    )
     demo.set_defaults(func=cmd_demo)

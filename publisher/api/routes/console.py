@@ -34,6 +34,9 @@ router = APIRouter(tags=["console"])
 # Packages and events a page can ask for: a screenful, not an export.
 MAX_ROWS = 100
 DEFAULT_ROWS = 20
+# Offsets looked through for the latest packages: a log where other writers fill most offsets
+# shows fewer rows rather than fetching without end.
+MAX_SCAN_OFFSETS = 4096
 STATIC = resources.files("publisher.console") / "static"
 ASSETS = {
     "console.js": "text/javascript; charset=utf-8",
@@ -141,11 +144,17 @@ def latest_packages(agent: AgentDep, limit: Rows = DEFAULT_ROWS) -> PackagesView
     cache = agent.cache
     end = cache.next_offset
     # The cache covers what queues need; older packages are fetched once into it, like a
-    # queue does for a subscriber far behind (offsets, not entries: TEST packages and other
-    # agents' records take offsets too, so fewer rows may come back).
-    start = max(0, end - limit)
-    cache.ensure(start)
-    entries = cache.entries_between(start - 1, end)[-limit:]
+    # queue does for a subscriber far behind. TEST packages and other agents' records take
+    # offsets too, so the window widens until it holds ``limit`` packages (or gets large).
+    span = limit
+    while True:
+        start = max(0, end - span)
+        cache.ensure(start)
+        entries = cache.entries_between(start - 1, end)
+        if len(entries) >= limit or start == 0 or span >= MAX_SCAN_OFFSETS:
+            break
+        span *= 4
+    entries = entries[-limit:]
     progress = _progress(agent, entries[0].offset if entries else end)
     now = now_ms()
     return PackagesView(

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from journal.settings import JournalSettings
 from journal.sqlite import SqliteJournal
 from journal.topics import topic_specs
+from journal.wire.messages import ReqType
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.console.events import READ_WINDOW
@@ -87,6 +88,17 @@ def test_latest_packages_newest_first_with_import_counts(
     assert client.get("/console/api/packages", params={"limit": 0}).status_code == 422
 
 
+def test_latest_packages_look_past_test_packages_and_other_agents(
+    client: TestClient, journal: SqliteJournal
+) -> None:
+    mine = distribute(client, 2)
+    put_packages(journal, 5, agent="another-agent")
+    put_packages(journal, 5, req_type=ReqType.TEST)
+    # Once the cache's tail has read the 10 records after mine:
+    view = wait_for(lambda: (v := packages(client, limit=2))["nextOffset"] == mine[-1] + 11 and v)
+    assert [r["offset"] for r in view["packages"]] == mine[::-1]
+
+
 def test_packages_from_before_the_publisher_started_are_fetched_once(
     journal: SqliteJournal, journal_settings: JournalSettings, make_agent: AgentFactory
 ) -> None:
@@ -108,6 +120,8 @@ def test_events_show_what_the_leader_sent(client: TestClient, journal: SqliteJou
     s = subscriber(journal, "s")
     s.announce(-1)
     wait_queue(client, "s-subscriber")
+    # The leader recorded where events start (after -1) before the packages come.
+    wait_for(lambda: client.get("/agent").json()["lastEventOffset"] == -1, what="events start")
     offsets = distribute(client, 3)
     s.announce(offsets[-1])
 
