@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The scd local cluster without Docker: the topology of deploy/docker-compose.yml as plain
 # processes on this machine. Kafka and the S3 server (deploy/services.sh), one publisher
-# (python -m publisher) and N subscribers (python -m subscriber), each subscriber with its own
+# (scd publisher) and N subscribers (scd subscriber), each subscriber with its own
 # content store and health port, Spark local per subscriber or a standalone Spark master and
 # worker started from the pyspark install.
 #
@@ -42,6 +42,9 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 PYTHON="$SCD_REPO_DIR/.venv/bin/python"
+# The daemons run as the installed command line: `python -m publisher` from some directory
+# could import a ./publisher folder there instead of scd's.
+SCD="$SCD_REPO_DIR/.venv/bin/scd"
 SUBSCRIBERS="${SCD_CLUSTER_SUBSCRIBERS:-3}"
 CLUSTER_DIR="${SCD_CLUSTER_DIR:-$SCD_HOME/cluster}"
 LOG_DIR="${SCD_CLUSTER_LOG_DIR:-$SCD_HOME/logs/cluster}"
@@ -87,8 +90,8 @@ SPARK_EXECUTOR_MEMORY_GB=1
 # SHA-256 of an empty body: S3 servers require the x-amz-content-sha256 header.
 EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
 # What identifies each kind of process in /proc/<pid>/cmdline.
-PUBLISHER_PATTERN="-m publisher"
-SUBSCRIBER_PATTERN="-m subscriber"
+PUBLISHER_PATTERN="bin/scd publisher"
+SUBSCRIBER_PATTERN="bin/scd subscriber"
 SPARK_MASTER_PATTERN="org.apache.spark.deploy.master.Master"
 SPARK_WORKER_PATTERN="org.apache.spark.deploy.worker.Worker"
 
@@ -352,7 +355,8 @@ cmd_up() {
         esac
     done
     [[ "$SUBSCRIBERS" =~ ^[1-9][0-9]*$ ]] || scd_die "SCD_CLUSTER_SUBSCRIBERS must be a positive number"
-    [[ -x "$PYTHON" ]] || scd_die "$PYTHON not found: create the venv first (bash deploy/test.sh does)"
+    [[ -x "$PYTHON" && -x "$SCD" ]] \
+        || scd_die "$SCD not found: create the venv first (bash deploy/test.sh does)"
     command -v curl >/dev/null || scd_die "curl not found (used to check the processes answer)"
     started="$(scd_now)"
     load_conf
@@ -413,10 +417,10 @@ cmd_up() {
         :
     elif [[ -n "$token" ]]; then
         SCD_PUBLISHER_API_TOKEN="$token" SCD_PUBLISHER_HOST=127.0.0.1 \
-            SCD_PUBLISHER_PORT="$PUBLISHER_PORT" launch publisher "$PUBLISHER_PORT" "$PYTHON" -m publisher
+            SCD_PUBLISHER_PORT="$PUBLISHER_PORT" launch publisher "$PUBLISHER_PORT" "$SCD" publisher
     else
         SCD_PUBLISHER_HOST=127.0.0.1 SCD_PUBLISHER_PORT="$PUBLISHER_PORT" \
-            launch publisher "$PUBLISHER_PORT" "$PYTHON" -m publisher
+            launch publisher "$PUBLISHER_PORT" "$SCD" publisher
     fi
     wait_http publisher "http://127.0.0.1:$PUBLISHER_PORT/ready" "$PUBLISHER_START_TIMEOUT_S" \
         || scd_die "the publisher failed to start (log: $(logfile publisher))"
@@ -438,7 +442,7 @@ cmd_up() {
         fi
         SCD_SUBSCRIBER_AGENT_NAME="$name" SCD_SUBSCRIBER_STORE_PATH="$store" \
             SCD_SUBSCRIBER_HTTP_PORT="$(subscriber_port "$i")" \
-            launch "$name" "$(subscriber_port "$i")" "$PYTHON" -m subscriber
+            launch "$name" "$(subscriber_port "$i")" "$SCD" subscriber
     done
     for ((i = 1; i <= SUBSCRIBERS; i++)); do
         wait_http "subscriber-$i" "http://127.0.0.1:$(subscriber_port "$i")/health" \

@@ -21,7 +21,7 @@ from pydantic_settings import SettingsError
 
 from journal.config import config_file, describe_settings_error
 from journal.errors import ConfigError, ScdError
-from journal.logs import configure_logging
+from journal.logs import configure_logging, enable_stack_dumps
 from journal.redaction import redact
 
 # Modules that add subcommands (``register(subparsers)``), imported when the CLI starts so
@@ -65,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging("INFO" if args.verbose or args.command in DAEMONS else "WARNING")
+    if args.command in DAEMONS:
+        enable_stack_dumps()  # `kill -USR1` shows where a daemon waits, as README promises
     try:
         with config_file(args.config):
             code: int = args.func(args)

@@ -245,20 +245,30 @@ def image_pinned(image: str) -> bool:
     return bool(name) and bool(tag) and tag != "latest"
 
 
+def _command(service: Mapping[str, Any]) -> list[str]:
+    command = service.get("command") or []
+    return shlex.split(command) if isinstance(command, str) else [str(w) for w in command]
+
+
 def scd_daemons(services: Mapping[str, Any]) -> dict[str, str]:
     """Services running an scd daemon: name -> "publisher" or "subscriber"."""
     daemons: dict[str, str] = {}
     for name, service in services.items():
-        command = service.get("command") or []
-        words = shlex.split(command) if isinstance(command, str) else [str(w) for w in command]
+        words = _command(service)
         for kind in ("publisher", "subscriber"):
-            if words[-2:] == ["-m", kind]:
+            if words[-2:] in (["scd", kind], ["-m", kind]):
                 daemons[name] = kind
     return daemons
 
 
 def _topology_problems(services: Mapping[str, Any]) -> list[str]:
     problems = [f"no '{name}' service" for name in INFRASTRUCTURE if name not in services]
+    # `python -m publisher` imports a ./publisher folder of the working directory first.
+    problems += [
+        f"{name}: start the daemon as `scd {kind}`, not `python -m {kind}`"
+        for name, kind in scd_daemons(services).items()
+        if _command(services[name])[:1] != ["scd"]
+    ]
     daemons = scd_daemons(services)
     kinds = list(daemons.values())
     if kinds.count("publisher") != 1:
@@ -412,6 +422,9 @@ def dockerfile_problems(text: str) -> list[str]:
     users = [args for keyword, args in final if keyword == "USER"]
     if not users or users[-1].split(":")[0] in ("root", "0"):
         problems.append("the image runs as root (no USER in the final stage)")
+    commands = [args for keyword, args in final if keyword == "CMD"]
+    if not commands or not commands[-1].startswith('["scd",'):
+        problems.append("the image's CMD does not run the scd command line")
     checks = [args for keyword, args in final if keyword == "HEALTHCHECK"]
     if not checks or checks[-1].upper().startswith("NONE"):
         problems.append("no HEALTHCHECK in the final stage")

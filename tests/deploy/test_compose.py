@@ -257,6 +257,11 @@ BROKEN_COMPOSE: list[tuple[str, Mutation, str]] = [
         lambda c: c["services"].pop("subscriber-3"),
         "expected at least 3 subscribers, found 2",
     ),
+    (
+        "daemon started as a module",
+        _set("publisher", "command", ["python", "-m", "publisher"]),
+        "publisher: start the daemon as `scd publisher`, not `python -m publisher`",
+    ),
 ]
 
 
@@ -297,6 +302,12 @@ BROKEN_DOCKERFILE: list[tuple[str, str, str, str]] = [
     ("root user", "USER scd", "USER root", "runs as root"),
     ("no user", "USER scd\n", "", "runs as root"),
     ("no healthcheck", "HEALTHCHECK --interval", "# HEALTHCHECK --interval", "no HEALTHCHECK"),
+    (
+        "daemon started as a module",
+        'CMD ["scd", "publisher"]',
+        'CMD ["python", "-m", "publisher"]',
+        "CMD does not run the scd command line",
+    ),
     (
         "misspelled setting",
         "SCD_SUBSCRIBER_SPARK_JARS=",

@@ -1,5 +1,5 @@
 """A small process manager for the end-to-end tests: one publisher daemon and several
-subscriber daemons (``python -m publisher`` / ``python -m subscriber``) on the real Kafka broker
+subscriber daemons (``scd publisher`` / ``scd subscriber``, as deployed) on the real Kafka broker
 and S3 server, each subscriber with its own settings, health port and local Delta store.
 
 Every daemon runs in its own session (its pid is its process group id), so a test can signal
@@ -32,6 +32,8 @@ from tests.waiting import wait_for
 
 T = TypeVar("T")
 
+# The command line installed next to this interpreter (the venv's bin/).
+SCD = Path(sys.executable).with_name("scd")
 TOKEN = "e2e-test-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # The publisher is ready within seconds; 120 s covers a loaded machine and topic creation.
@@ -76,9 +78,9 @@ def _group_alive(pgid: int) -> bool:
 class Daemon:
     """One daemon process, restartable with the same settings and log file."""
 
-    def __init__(self, name: str, module: str, env: dict[str, str], workdir: Path) -> None:
+    def __init__(self, name: str, command: str, env: dict[str, str], workdir: Path) -> None:
         self.name = name
-        self.module = module
+        self.command = command  # scd's subcommand: publisher or subscriber
         self.env = env
         self.workdir = workdir
         self.log_path = workdir / f"{name}.log"
@@ -100,7 +102,7 @@ class Daemon:
         with self.log_path.open("ab") as log:
             log.write(f"\n===== start {self.starts + 1} of {self.name} =====\n".encode())
             self.process = subprocess.Popen(
-                [sys.executable, "-m", self.module],
+                [str(SCD), self.command],
                 env=self.env,
                 cwd=self.workdir,  # Spark's warehouse and Derby files land here
                 stdin=subprocess.DEVNULL,

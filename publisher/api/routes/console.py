@@ -1,4 +1,4 @@
-"""The operator console: the page (``GET /console``), its two assets, and the read-only JSON it
+"""The operator console: the page (``GET /console``), its assets, and the read-only JSON it
 needs beyond the REST API.
 
 The page reads the API's own endpoints (``/agent``, ``/queues`` page by page, a queue's items
@@ -39,6 +39,7 @@ DEFAULT_ROWS = 20
 MAX_SCAN_OFFSETS = 4096
 STATIC = resources.files("publisher.console") / "static"
 ASSETS = {
+    "text.js": "text/javascript; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
     "console.css": "text/css; charset=utf-8",
 }

@@ -46,6 +46,7 @@ def test_page_and_assets_come_from_the_publisher_with_a_strict_policy(
     assert sorted(referenced) == [
         "/console/assets/console.css",
         "/console/assets/console.js",
+        "/console/assets/text.js",
         "data:,",  # an empty icon: no /favicon.ico request
     ]
     assert "http://" not in page.text and "https://" not in page.text
@@ -58,7 +59,7 @@ def test_page_and_assets_come_from_the_publisher_with_a_strict_policy(
 
 def test_script_builds_the_page_from_text_nodes_only() -> None:
     """Escaping by construction: strings from the server never pass through an HTML parser."""
-    script = (STATIC / "console.js").read_text()
+    script = (STATIC / "console.js").read_text() + (STATIC / "text.js").read_text()
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert sink not in script, sink
     # The token travels in a header only, never in a URL or a cookie.
