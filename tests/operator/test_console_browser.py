@@ -67,8 +67,12 @@ def test_console_in_a_browser(embedded: Embedded, browser: Any, artifacts: Path)
     assert page.queues()[qa]["editable"] == "no" and page.queues()[qb]["editable"] == "yes"
     page.shot("1-loaded")
 
-    # A wrong token: each action shows the 401, nothing reaches the log, no URL holds it.
+    # No token, then a wrong one: each action shows the 401, nothing reaches the log, no URL
+    # holds the token.
     before = embedded.next_offset()
+    assert page.text("token-state") == "no token: actions will be refused"
+    answer = page.act("blob cleanup", lambda: page.click("cleanup"))
+    assert answer.startswith("err") and "HTTP 401" in answer, answer
     page.set_token("not-the-token-0123456789")
     page.type("dist-paths", "/docs")
     answer = page.act("distribute ADD /docs", lambda: page.click("dist-submit"))
@@ -99,6 +103,8 @@ def test_console_in_a_browser(embedded: Embedded, browser: Any, artifacts: Path)
     # A package no subscriber can read, from a faulty writer; two good ones queue behind it.
     bad = embedded.send_unreadable_package(EVIL_ID, EVIL_PATH)
     behind = [embedded.distribute({"action": "ADD", "deepPaths": ["/news"]}) for _ in range(2)]
+    # Live: what happens elsewhere shows within 2 s (1 s polls; slack for a loaded machine).
+    page.wait(lambda: set(behind) <= page.packages().keys(), "packages sent elsewhere", 3.0)
     # edge-a (no retries) gives up at once: one error-queue entry; edge-b blocks on it.
     wait_for(
         lambda: (q := embedded.queue("edge-a")) and q.error_queue_size == 1,
