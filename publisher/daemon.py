@@ -1,4 +1,4 @@
-"""Run one publisher agent with its REST API until SIGTERM/SIGINT: ``python -m publisher``.
+"""Run one publisher agent with its REST API until SIGTERM/SIGINT: ``scd publisher``.
 
 Settings come from the environment: ``SCD_PUBLISHER_*`` (publisher/settings.py),
 ``SCD_JOURNAL_*`` and ``SCD_BLOB_*``. Uvicorn handles the signals: it stops accepting requests,

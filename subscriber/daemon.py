@@ -1,4 +1,4 @@
-"""Run one subscriber agent as a process until SIGTERM/SIGINT: ``python -m subscriber``.
+"""Run one subscriber agent as a process until SIGTERM/SIGINT: ``scd subscriber``.
 
 Settings come from the environment (``SCD_SUBSCRIBER_*``, see subscriber/settings.py).
 Shutdown lets the import in progress finish or not start, so the store stays exactly-once.
