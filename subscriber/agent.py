@@ -1,7 +1,8 @@
 """The subscriber agent: its parts wired together, and their threads.
 
 * the import loop (subscriber.import_loop): the one thread writing the store, in offset order,
-  with a helper thread reading the next batch ahead;
+  with a helper thread reading the next batch ahead; it stops at offsets the package topic
+  deleted unread (subscriber.behind_log: state BEHIND_LOG, not ready);
 * the announcer (subscriber.announcer): discovery messages and the lag;
 * the command reader (subscriber.commands), on editable subscribers only: clear requests,
   which the import loop persists.
@@ -22,6 +23,7 @@ from journal.wire import messages as m
 from journal.wire import rules
 from journal.wire.signing import verifier_from_settings
 from subscriber.announcer import Announcer
+from subscriber.behind_log import LogGaps
 from subscriber.bookkeeping import IDLE_CHECKPOINT_COMMITS, Bookkeeping
 from subscriber.commands import ClearRequests
 from subscriber.decoding import RecordDecoder
@@ -103,6 +105,7 @@ class SubscriberAgent:
             FailureReporter(self.name, lambda: self.instance_id, status, self.announcer.now.set),
             self.metrics,
             self.readiness,
+            LogGaps(settings, journal, self.store, self.metrics),
             self._stop,
             invalidate,
         )
@@ -174,6 +177,8 @@ class SubscriberAgent:
             return "STOPPING"
         if not self.instance_id:
             return "STARTING"
+        if self.loop.gaps.behind is not None:
+            return "BEHIND_LOG"
         if self.retries:
             return "BLOCKED" if self.settings.max_retries < 0 else "RETRYING"
         return "RUNNING" if self.lag else "IDLE"
@@ -192,7 +197,12 @@ class SubscriberAgent:
         )
 
     def ready(self) -> tuple[bool, str]:
-        """Readiness (subscriber.readiness), False while a background thread is down."""
+        """Readiness (subscriber.readiness), False while a background thread is down or the
+        subscriber is behind the log (whatever readiness said before: its content misses
+        packages it will not import)."""
+        behind = self.loop.gaps.reason()
+        if behind is not None:
+            return False, behind
         return supervised_check(self.readiness.check, self.supervisor)()
 
     def discovery_message(self) -> m.DiscoveryMessage:

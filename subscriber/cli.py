@@ -24,6 +24,8 @@ def _settings(args: argparse.Namespace) -> SubscriberSettings:
     overrides: dict[str, Any] = {}
     if getattr(args, "store", None):
         overrides["store_path"] = args.store
+    if getattr(args, "accept_gap", False):
+        overrides["accept_gap"] = True
     return SubscriberSettings(**overrides)
 
 
@@ -89,6 +91,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     daemon = sub.add_parser("subscriber", help="run a subscriber agent until SIGTERM")
+    daemon.add_argument(
+        "--accept-gap",
+        action="store_true",
+        help="continue past packages the package topic deleted before this subscriber read "
+        "them (BEHIND_LOG), once, where it starts; the store records the gap",
+    )
     daemon.set_defaults(func=cmd_subscriber)
 
     content = sub.add_parser("content", help="read a subscriber's content store")

@@ -35,7 +35,7 @@ class Health(BaseModel):
     agent: str
     instance_id: str | None  # None until the content store is open
     processed_offset: int | None  # None: nothing processed yet
-    state: str  # e.g. STARTING, IDLE, RUNNING, BLOCKED, STOPPING
+    state: str  # e.g. STARTING, IDLE, RUNNING, BLOCKED, BEHIND_LOG, STOPPING
 
 
 class ReadyAnswer(BaseModel):

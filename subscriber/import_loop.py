@@ -14,7 +14,8 @@ for the next batch.
 
 A package that can never be imported (subscriber.decoding) is committed as REMOVED_FAILED in
 its batch; one that failed for a reason a retry may mend is isolated and retried
-(subscriber.retries).
+(subscriber.retries). Offsets the package topic deleted before they were read stop the import
+(subscriber.behind_log).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from journal.api import Consumer, Journal, Position, Record
 from journal.errors import JournalError
 from journal.ratelog import RateLimitedLog
 from journal.wire import messages as m
+from subscriber.behind_log import LogGaps
 from subscriber.bookkeeping import Bookkeeping
 from subscriber.changes import ChangeSet, Unit
 from subscriber.commands import ClearRequests
@@ -76,6 +78,7 @@ class ImportLoop:
         reporter: FailureReporter,
         metrics: SubscriberMetrics,
         readiness: Readiness,
+        gaps: LogGaps,
         stop: threading.Event,
         invalidate: InvalidateHook | None = None,
     ) -> None:
@@ -89,6 +92,7 @@ class ImportLoop:
         self.reporter = reporter
         self.metrics = metrics
         self.readiness = readiness
+        self.gaps = gaps
         self.stop = stop
         self.invalidate = invalidate
         self.topic = settings.journal.topics.package
@@ -118,25 +122,23 @@ class ImportLoop:
     # ------------------------------------------------------------------ lifecycle
     @property
     def opened(self) -> bool:
-        return self._consumer is not None
+        # Behind the log the store is open but no consumer reads: run_once checks again.
+        return self._consumer is not None or self.gaps.behind is not None
 
     def open(self) -> None:
         """Open the store, settle the start position, resend statuses a crash left unsent."""
-        state = self.store.open()
-        if state.offset is None:
-            start = (
-                self.journal.latest_offset(self.topic)
-                if self.settings.reset == "latest"
-                else self.journal.earliest_offset(self.topic)
-            )
-            self.store.record_offset(start - 1, f"new store, reset to {self.settings.reset}")
-            log.info(
-                "%s: new store starts at offset %d (%s)", self.name, start, self.settings.reset
-            )
-        offset = self.store.state.offset if self.store.state else None
+        offset = self.store.open().offset
         self.processed_offset = offset if offset is not None else -1
-        self._consumer = self.journal.consumer(self.topic, Position.at(self.processed_offset + 1))
         self.bookkeeping.send_pending_statuses()
+        self._position(offset + 1 if offset is not None else None)
+
+    def _position(self, next_offset: int | None) -> None:
+        """Open the consumer at the next offset (None: a new store's), unless the package
+        topic lost it."""
+        start = self.gaps.start(next_offset)
+        if start is not None:  # else BEHIND_LOG: run_once checks again
+            self.processed_offset = start - 1
+            self._consumer = self.journal.consumer(self.topic, Position.at(start))
 
     def close(self) -> None:
         """Close the consumer once no prefetch uses it; records prefetched are dropped (they
@@ -157,7 +159,7 @@ class ImportLoop:
     def run(self) -> None:
         while not self.stop.is_set():
             try:
-                if self._consumer is None:
+                if not self.opened:
                     self.open()
                 self.run_once()
             except JournalError as exc:
@@ -176,8 +178,14 @@ class ImportLoop:
 
     def run_once(self) -> int:
         """Poll and import one batch; returns the number of records handled."""
-        assert self._consumer is not None, "open() the agent first"
+        assert self.opened, "open() the agent first"
         self.clears.persist()
+        if self._consumer is None:  # behind the log
+            if self.gaps.recheck_due():
+                self._position(self.processed_offset + 1)
+            if self._consumer is None:
+                self.stop.wait(self.settings.poll_timeout_s)
+                return 0
         if self._prefetched is not None:
             future, self._prefetched = self._prefetched, None
             polled = future.result()
@@ -188,6 +196,13 @@ class ImportLoop:
                 polled += self.poll(0.0, self._batch - len(polled), held)
         else:
             polled = self.poll()
+        gap = self.gaps.pending
+        if not polled and gap is not None:  # what came before the gap is imported
+            if self.gaps.found(gap):
+                self.processed_offset = gap.last  # skipped: read on from the record past it
+            else:
+                self.close()  # BEHIND_LOG: nothing past the gap is imported
+            return 0
         self.readiness.on_poll(len(polled))
         if not polled:
             self.bookkeeping.idle()
@@ -213,6 +228,8 @@ class ImportLoop:
                 self._raw.extend(self._consumer.poll(0.0 if polled else wait, max_records=chunk))
                 if not self._raw:
                     break
+            if not self.gaps.follows(self._raw[0].offset):
+                break  # deleted offsets before it: this batch ends here
             record = self._raw.popleft()
             decoded = self.decoder.decode(record)
             polled.append((record, decoded))

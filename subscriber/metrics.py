@@ -108,6 +108,26 @@ class SubscriberMetrics:
             label,
             registry=r,
         ).labels(agent)
+        # Lag beyond retention (subscriber/behind_log.py).
+        self.behind_log = Gauge(
+            "scd_behind_log",
+            "1 while the next offset to import was deleted from the package topic (BEHIND_LOG)",
+            label,
+            registry=r,
+        ).labels(agent)
+        self._log_gaps = Counter(
+            "scd_log_gaps",
+            "Gaps of deleted offsets found before the next offset, by action: stopped "
+            "(BEHIND_LOG) or skipped (accepted, recorded in the store)",
+            ["agent", "action"],
+            registry=r,
+        )
+        self.skipped_gap_offsets = Counter(
+            "scd_skipped_gap_offsets",
+            "Offsets skipped in accepted gaps: packages deleted before this subscriber read them",
+            label,
+            registry=r,
+        ).labels(agent)
         self.current_retries = Gauge(
             "scd_current_retries", "Retries of the package being imported", label, registry=r
         ).labels(agent)
@@ -170,6 +190,11 @@ class SubscriberMetrics:
             self.transient_import_errors.inc()
         else:
             self.permanent_import_errors.inc()
+
+    def log_gap(self, action: str, offsets: int = 0) -> None:
+        """A gap before the next offset: ``stopped`` at, or ``skipped`` (``offsets`` of it)."""
+        self._log_gaps.labels(self.agent, action).inc()
+        self.skipped_gap_offsets.inc(offsets)
 
     def command_ignored(self, reason: str) -> None:
         self._ignored_commands.labels(self.agent, reason).inc()

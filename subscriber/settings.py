@@ -35,6 +35,10 @@ class SubscriberSettings(ScdSettings):
     store_path: str = ".scd/store"
     # Where a brand-new store starts: Sling's default is the latest offset (new content only).
     reset: Literal["latest", "earliest"] = "latest"
+    # Lag beyond retention (subscriber/behind_log.py): continue past offsets the package topic
+    # deleted before this subscriber read them, once, at the offset where the process starts.
+    # Off: such a subscriber stops importing (state BEHIND_LOG) until an operator decides.
+    accept_gap: bool = False
     editable: bool = False
     # Sling's default -1: block and retry forever; >= 0 gives up after that many retries.
     max_retries: int = -1

@@ -36,6 +36,7 @@ class MemoryStore:
     fail_commits: int = 0  # the next N commits raise
     fail_after_landing: bool = False  # ... after having landed (as a lost Delta answer)
     checkpoints: int = 0
+    recorded_offsets: list[tuple[int, str]] = field(default_factory=list)  # record_offset calls
     _offset: int | None = None
     _instance: str = field(default_factory=lambda: uuid.uuid4().hex)
     _clears: dict[str, int] = field(default_factory=dict)
@@ -83,6 +84,7 @@ class MemoryStore:
     def record_offset(self, offset: int, reason: str) -> None:
         assert self.state is not None
         self._offset = self.state.offset = offset
+        self.recorded_offsets.append((offset, reason))
 
     def record_clear(self, offset: int, pub_agent: str) -> int:
         assert self.state is not None
