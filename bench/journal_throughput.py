@@ -299,7 +299,7 @@ def kafka_journal(s: Settings, variant: str) -> Iterator[tuple[KafkaJournal, str
         journal.close()
 
 
-def run_journal_kafka(s: Settings, admin: KafkaJournal | None) -> Run:
+def run_journal_kafka(s: Settings, _admin: KafkaJournal | None) -> Run:
     with kafka_journal(s, "journal") as (journal, topic):
         return journal_loops(journal, topic, s)
 
@@ -314,7 +314,7 @@ def sync_sends(journal: Journal, topic: str, s: Settings) -> Sample:
     return clock.sample()
 
 
-def run_journal_kafka_sync(s: Settings, admin: KafkaJournal | None) -> Sample:
+def run_journal_kafka_sync(s: Settings, _admin: KafkaJournal | None) -> Sample:
     with kafka_journal(s, "journal-sync") as (journal, topic):
         return sync_sends(journal, topic, s)
 
@@ -386,12 +386,12 @@ def sqlite_journal(s: Settings) -> Iterator[tuple[SqliteJournal, str]]:
             journal.close()
 
 
-def run_journal_sqlite(s: Settings, admin: KafkaJournal | None) -> Run:
+def run_journal_sqlite(s: Settings, _admin: KafkaJournal | None) -> Run:
     with sqlite_journal(s) as (journal, topic):
         return journal_loops(journal, topic, s)
 
 
-def run_journal_sqlite_sync(s: Settings, admin: KafkaJournal | None) -> Sample:
+def run_journal_sqlite_sync(s: Settings, _admin: KafkaJournal | None) -> Sample:
     with sqlite_journal(s) as (journal, topic):
         return sync_sends(journal, topic, s)
 

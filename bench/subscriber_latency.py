@@ -82,6 +82,14 @@ def profiled_run(agent: SubscriberAgent, profiler: cProfile.Profile) -> None:
     setattr(agent.loop, "run", run)  # noqa: B010 -- instance attribute, bench only
 
 
+def wait_imported(agent: SubscriberAgent, offset: int, timeout_error: str) -> None:
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    while agent.processed_offset < offset:
+        if time.monotonic() > deadline:
+            raise RuntimeError(timeout_error)
+        time.sleep(0.01)
+
+
 def run_variant(
     *,
     variant: str,
@@ -114,11 +122,7 @@ def run_variant(
     agent.start()
     try:
         ready_at = journal.latest_offset(topic) - 1
-        deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        while agent.processed_offset < ready_at:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{variant}: agent did not catch up with the pre-load")
-            time.sleep(0.05)
+        wait_imported(agent, ready_at, f"{variant}: agent did not catch up with the pre-load")
         time.sleep(SETTLE_S)
         first_commit = len(commits.batch_sizes)
         count = int(rate * seconds)
@@ -133,11 +137,7 @@ def run_variant(
             value, headers = package_message(measured[i % len(measured)], created_ms)
             created[journal.send(topic, value, headers=headers)] = created_ms
         last = max(created)
-        deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        while agent.processed_offset < last:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{variant}: offset {last} not imported in time")
-            time.sleep(0.01)
+        wait_imported(agent, last, f"{variant}: offset {last} not imported in time")
     finally:
         agent.stop()
     missing = [o for o in created if o not in commits.imported_ms]

@@ -45,7 +45,11 @@ class _FileSource(PydanticBaseSettingsSource):
         super().__init__(settings_cls)
         self.section = section
 
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+    def get_field_value(
+        self,
+        field: FieldInfo,  # noqa: ARG002 -- pydantic-settings' signature
+        field_name: str,
+    ) -> tuple[Any, str, bool]:
         return _section(self.section).get(field_name), field_name, False
 
     def __call__(self) -> dict[str, Any]:
@@ -83,7 +87,7 @@ class ScdSettings(BaseSettings):
         settings_cls: type[BaseSettings],
         init_settings: PydanticBaseSettingsSource,
         env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,  # noqa: ARG003 -- pydantic's signature
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (

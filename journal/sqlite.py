@@ -186,7 +186,7 @@ class SqliteJournal(Journal):
             except JournalError as exc:
                 pending.error = pending.error or exc
 
-    def flush(self, timeout_s: float | None = None) -> None:
+    def flush(self, timeout_s: float | None = None) -> None:  # noqa: ARG002 -- Journal API
         with self._lock:
             batch, self._queue = self._queue, []
             if not batch:

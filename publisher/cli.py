@@ -32,7 +32,7 @@ class PublisherUnreachable(ScdError):
     retriable = True
 
 
-def cmd_publisher(args: argparse.Namespace) -> int:
+def cmd_publisher(_args: argparse.Namespace) -> int:
     from blobstore.settings import BlobStoreSettings
     from journal.settings import JournalSettings
     from publisher.daemon import run

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from journal.api import Record
+from journal.ratelog import RateLimitedLog
 from journal.wire.messages import DiscoveryMessage
 from publisher.bad_records import BadRecord, check_count, check_name, check_offset
 from publisher.metrics import PublisherMetrics
-from journal.ratelog import RateLimitedLog
 from publisher.settings import DEFAULT_MAX_SUBSCRIBERS
 
 log = logging.getLogger(__name__)

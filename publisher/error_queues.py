@@ -24,10 +24,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from journal.api import Record
+from journal.ratelog import RateLimitedLog
 from journal.wire.messages import LogMessage, PackageStatusMessage, Status
 from publisher.bad_records import check_enum, check_name, check_offset
 from publisher.metrics import PublisherMetrics
-from journal.ratelog import RateLimitedLog
 from publisher.settings import DEFAULT_MAX_SUBSCRIBERS
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ class ErrorQueues:
         self._error_chars = 0
         self._drop_log = RateLimitedLog(log)
 
-    def handle_status(self, message: PackageStatusMessage, record: Record) -> None:
+    def handle_status(self, message: PackageStatusMessage, _record: Record) -> None:
         if message.pub_agent_name != self.agent_name:
             return
         status = check_enum(Status, message.status, "status")

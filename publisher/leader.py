@@ -110,11 +110,11 @@ class KafkaLeadership(Leadership):
         self.journal.create_topics([TopicSpec(self.topic, 1, LEADER_TOPIC_RETENTION_MS)])
         return super().start(listener)
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if any(p.partition == 0 for p in partitions):
             self._set(True)
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if any(p.partition == 0 for p in partitions):
             self._set(False)
 

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 from journal.api import Consumer, Journal, Position, Record
 from journal.errors import DecodeError, JournalError, UnknownMessageType
+from journal.ratelog import RateLimitedLog
 from journal.supervisor import SupervisedThread
 from journal.wire.messages import PackageMessage, ReqType, decode
 from journal.wire.rules import DEFAULT_LIMITS
@@ -38,7 +39,6 @@ from publisher.bad_records import (
 from publisher.entries import Entry, EntrySegment
 from publisher.errors import CacheFetchTimeout
 from publisher.metrics import PublisherMetrics
-from journal.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 

@@ -29,19 +29,25 @@ class BodyLimitMiddleware:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
         if declared is not None:
-            try:
-                length = int(declared)
-            except ValueError:
-                await refuse(send, 400, "Content-Length is not a number")
-                return
-            if length > self.max_bytes:
-                await refuse(send, 413, self._message(length))
-                return
+            await self._declared(declared, scope, receive, send)
+        elif headers.get(b"transfer-encoding") is not None:
+            await self._chunked(scope, receive, send)
+        else:
             await self.app(scope, receive, send)
+
+    async def _declared(self, declared: bytes, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            length = int(declared)
+        except ValueError:
+            await refuse(send, 400, "Content-Length is not a number")
             return
-        if headers.get(b"transfer-encoding") is None:
-            await self.app(scope, receive, send)
+        if length > self.max_bytes:
+            await refuse(send, 413, self._message(length))
             return
+        await self.app(scope, receive, send)
+
+    async def _chunked(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Read the body up to the limit, then hand it to the app as if unread."""
         chunks: list[Message] = []
         total = 0
         while True:

@@ -211,7 +211,8 @@ class JournalContract:
             journal.send(topic, b"x" * limit)
         assert info.value.limit == limit
         assert info.value.size > limit
-        assert str(limit) in str(info.value) and str(info.value.size) in str(info.value)
+        assert str(limit) in str(info.value)
+        assert str(info.value.size) in str(info.value)
         assert journal.latest_offset(topic) == 0  # nothing was sent
         # The largest record the check lets through is accepted end to end.
         largest = b"y" * (limit - RECORD_OVERHEAD_BYTES)
@@ -240,7 +241,8 @@ class JournalContract:
 
         records = read_all(journal, topic, Position.earliest(), 5)
         assert [r.value for r in records] == [b"a0", b"a1", b"a2", b"b0", b"c0"]
-        assert records[1].headers == {"n": "1"} and records[1].key == key
+        assert records[1].headers == {"n": "1"}
+        assert records[1].key == key
         # A reader at the end is past everything written, transaction markers included.
         with journal.consumer(topic, Position.at(records[-1].offset)) as consumer:
             deadline = time.monotonic() + 30
@@ -285,7 +287,7 @@ class JournalContract:
         sender = MessageSender(journal, topic)
         got: list[int] = []
 
-        def handle(msg: m.PackageStatusMessage, rec: Record) -> None:
+        def handle(msg: m.PackageStatusMessage, _rec: Record) -> None:
             if msg.offset == 1:
                 raise RuntimeError("handler bug")
             got.append(msg.offset)

@@ -201,12 +201,32 @@ def environment(service: Mapping[str, Any]) -> dict[str, str]:
 def _service_problems(
     name: str, service: Mapping[str, Any], services: Mapping[str, Any]
 ) -> list[str]:
-    problems: list[str] = []
+    problems = _healthcheck_problems(name, service) + _dependency_problems(name, service, services)
+    for port in service.get("ports") or []:
+        host_ip = _host_ip(port)
+        if host_ip != LOOPBACK:
+            problems.append(f"{name}: port {port!r} is published on {host_ip or 'every address'}")
+    image = service.get("image")
+    if not image:
+        problems.append(f"{name}: no image (name the image a build produces too)")
+    elif not image_pinned(str(image)):
+        problems.append(f"{name}: image {image!r} is not pinned to a version")
+    return problems
+
+
+def _healthcheck_problems(name: str, service: Mapping[str, Any]) -> list[str]:
     check = service.get("healthcheck")
     if not isinstance(check, dict) or check.get("disable") or not check.get("test"):
-        problems.append(f"{name}: no healthcheck")
-    elif check["test"] in (["NONE"], "NONE"):
-        problems.append(f"{name}: healthcheck disabled")
+        return [f"{name}: no healthcheck"]
+    if check["test"] in (["NONE"], "NONE"):
+        return [f"{name}: healthcheck disabled"]
+    return []
+
+
+def _dependency_problems(
+    name: str, service: Mapping[str, Any], services: Mapping[str, Any]
+) -> list[str]:
+    problems: list[str] = []
     depends = service.get("depends_on") or {}
     if isinstance(depends, list):
         problems.append(f"{name}: depends_on lists services without condition: service_healthy")
@@ -217,15 +237,6 @@ def _service_problems(
         condition = (spec or {}).get("condition")
         if condition != "service_healthy":
             problems.append(f"{name}: depends on '{dep}' with condition {condition!r}")
-    for port in service.get("ports") or []:
-        host_ip = _host_ip(port)
-        if host_ip != LOOPBACK:
-            problems.append(f"{name}: port {port!r} is published on {host_ip or 'every address'}")
-    image = service.get("image")
-    if not image:
-        problems.append(f"{name}: no image (name the image a build produces too)")
-    elif not image_pinned(str(image)):
-        problems.append(f"{name}: image {image!r} is not pinned to a version")
     return problems
 
 

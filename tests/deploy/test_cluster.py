@@ -111,7 +111,6 @@ def group_members(pgids: set[int]) -> list[str]:
 
 @pytest.fixture
 def cluster(
-    request: pytest.FixtureRequest,
     kafka_service: KafkaService,
     s3_service: S3Service,
     unique_name: str,

@@ -364,4 +364,5 @@ def test_docker_compose_accepts_the_file() -> None:
         timeout=COMPOSE_CONFIG_TIMEOUT_S,
         check=False,
     )
-    assert result.returncode != 0 and "SCD_COMPOSE_API_TOKEN" in result.stderr
+    assert result.returncode != 0
+    assert "SCD_COMPOSE_API_TOKEN" in result.stderr

@@ -25,14 +25,18 @@ def test_demo_distributes_the_site_and_every_export_equals_it(tmp_path: Path) ->
     log = tmp_path / "demo" / "demo.log"
     assert run.returncode == 0, run.stdout + run.stderr[-3000:] + log.read_text()[-3000:]
     out = run.stdout
-    assert "spilled to the blob store" in out and "1 binary by reference" in out
+    assert "spilled to the blob store" in out
+    assert "1 binary by reference" in out
     assert out.count("equals the source") == 2
-    assert out.count("IDLE") == 2 and out.count("6/6 packages") == 2
-    assert "result: OK" in out and f"log file: {log}" in out
+    assert out.count("IDLE") == 2
+    assert out.count("6/6 packages") == 2
+    assert "result: OK" in out
+    assert f"log file: {log}" in out
     assert re.search(r"console +http://127\.0\.0\.1:\d+/console", out)
     # A story that fits on one screen; the logs of scd and Spark went to the file.
     assert len(out.splitlines()) <= 30, out
     assert not re.search(r" (INFO|WARN|WARNING|ERROR) ", out + run.stderr), run.stderr
-    assert " INFO " in log.read_text() and "Editable installation" not in run.stderr
+    assert " INFO " in log.read_text()
+    assert "Editable installation" not in run.stderr
     # The large binary went to the blob store once, by content address.
     assert list((tmp_path / "demo" / "blobs").rglob("*")), "blob store is empty"

@@ -64,7 +64,8 @@ def test_console_in_a_browser(embedded: Embedded, browser: Any, artifacts: Path)
     page = ConsolePage(browser, embedded.url, artifacts / "console")
     page.open()
     page.wait(lambda: {qa, qb} <= page.queues().keys(), "both queues")
-    assert page.queues()[qa]["editable"] == "no" and page.queues()[qb]["editable"] == "yes"
+    assert page.queues()[qa]["editable"] == "no"
+    assert page.queues()[qb]["editable"] == "yes"
     page.shot("1-loaded")
 
     # No token, then a wrong one: each action shows the 401, nothing reaches the log, no URL
@@ -72,17 +73,19 @@ def test_console_in_a_browser(embedded: Embedded, browser: Any, artifacts: Path)
     before = embedded.next_offset()
     assert page.text("token-state") == "no token: actions will be refused"
     answer = page.act("blob cleanup", lambda: page.click("cleanup"))
-    assert answer.startswith("err") and "HTTP 401" in answer, answer
+    assert answer.startswith("err"), answer
+    assert "HTTP 401" in answer, answer
     page.set_token("not-the-token-0123456789")
     page.type("dist-paths", "/docs")
     answer = page.act("distribute ADD /docs", lambda: page.click("dist-submit"))
-    assert answer.startswith("err") and "HTTP 401" in answer, answer
+    assert answer.startswith("err"), answer
+    assert "HTTP 401" in answer, answer
     answer = page.act("blob cleanup", lambda: page.click("cleanup"))
-    assert answer.startswith("err") and "HTTP 401" in answer, answer
+    assert answer.startswith("err"), answer
+    assert "HTTP 401" in answer, answer
     assert embedded.next_offset() == before
-    assert (
-        "token" not in browser.current_url and page.text("token-state") == "token set for this tab"
-    )
+    assert "token" not in browser.current_url
+    assert page.text("token-state") == "token set for this tab"
     page.shot("2-wrong-token")
 
     # The right token: a distribute through the page appears on the log and drains.
@@ -90,14 +93,16 @@ def test_console_in_a_browser(embedded: Embedded, browser: Any, artifacts: Path)
     answer = page.act("distribute ADD /docs", lambda: page.click("dist-submit"))
     assert answer.startswith("ok"), answer
     found = re.search(r"offset (\d+)", answer)
-    assert found is not None and "inline" in answer
+    assert found is not None
+    assert "inline" in answer
     offset = int(found.group(1))
     page.wait(lambda: offset in page.packages(), f"package {offset}")
     page.wait(lambda: page.packages()[offset][6] == "2 / 2", "2 imports", IMPORT_WAIT_S)
     page.wait(lambda: all(page.queues()[q]["size"] == "0" for q in (qa, qb)), "empty queues")
     page.wait(lambda: offset in page.events(), f"the distributed event of {offset}")
     row = page.packages()[offset]
-    assert row[1:3] == ["ADD", "/docs (deep)"] and row[4] == "inline", row
+    assert row[1:3] == ["ADD", "/docs (deep)"], row
+    assert row[4] == "inline", row
     page.shot("3-distributed")
 
     # A package no subscriber can read, from a faulty writer; two good ones queue behind it.
@@ -113,7 +118,8 @@ def test_console_in_a_browser(embedded: Embedded, browser: Any, artifacts: Path)
     )
     embedded.report_error("edge-a", bad, EVIL_ERROR)
     page.wait(lambda: page.queues()[qb]["state"] == "BLOCKED", "edge-b blocked", IMPORT_WAIT_S)
-    assert page.queues()[qb]["size"] == "3" and page.queues()[qb]["head"] == str(bad)
+    assert page.queues()[qb]["size"] == "3"
+    assert page.queues()[qb]["head"] == str(bad)
     assert "<script>window.scdXss=1</script>" in page.queues()[qb]["error"]
     select_queue(page, qa)
     page.wait(lambda: EVIL_ERROR[:14] in page.detail("#detail-errors").get(bad, [""] * 4)[3], "")
@@ -133,7 +139,8 @@ def test_console_in_a_browser(embedded: Embedded, browser: Any, artifacts: Path)
     select_queue(page, qb)
     page.wait(lambda: list(page.detail("#detail-items")) == [bad, *behind], "edge-b's items")
     answer = page.act(f"clear head of {qb}", lambda: page.click("clear-head"))
-    assert answer.startswith("ok") and "removed 1" in answer, answer
+    assert answer.startswith("ok"), answer
+    assert "removed 1" in answer, answer
     page.wait(lambda: int(page.queues()[qb]["size"]) < 3, "edge-b's queue shrinking")
     page.wait(lambda: page.queues()[qb]["state"] == "IDLE", "edge-b drained", IMPORT_WAIT_S)
     page.shot("5-cleared")
@@ -177,14 +184,16 @@ def test_a_hundred_subscribers_page_filter_and_sort(
     page = ConsolePage(browser, url, artifacts / "console")
     page.open()
     page.wait(lambda: page.text("queue-count") == "100 of 100", "100 queues")
-    assert page.text("queue-page") == "1 / 5" and len(page.queues()) == 20
+    assert page.text("queue-page") == "1 / 5"
+    assert len(page.queues()) == 20
     first = sorted(s.queue_name for s in subs)[:20]
     assert list(page.queues()) == first
     page.click("queue-next")
     assert page.text("queue-page") == "2 / 5"
     page.type("queue-filter", "s042")
     page.wait(lambda: list(page.queues()) == ["s042-subscriber"], "one match")
-    assert page.text("queue-page") == "1 / 1" and page.queues()["s042-subscriber"]["size"] == "42"
+    assert page.text("queue-page") == "1 / 1"
+    assert page.queues()["s042-subscriber"]["size"] == "42"
     page.type("queue-filter", "")
     Select(page.driver.find_element("id", "queue-sort")).select_by_visible_text("largest first")
     page.wait(lambda: next(iter(page.queues())) == "s099-subscriber", "the largest queue first")

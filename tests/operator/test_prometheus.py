@@ -185,6 +185,7 @@ def test_prometheus_scrapes_scd_and_alerts_on_a_stopped_subscriber(
     lagging = wait_for(
         lambda: firing(client, "ScdSubscriberLagging"), SERIES_WAIT_S, "the lag alert"
     )
-    assert [a["queue"] for a in lagging] == [queue] and lagging[0]["severity"] == "warning"
+    assert [a["queue"] for a in lagging] == [queue]
+    assert lagging[0]["severity"] == "warning"
     down = wait_for(lambda: firing(client, "ScdSubscriberDown"), SERIES_WAIT_S, "the down alert")
     assert re.fullmatch(r"127\.0\.0\.1:\d+", down[0]["instance"])

@@ -54,9 +54,11 @@ def test_import_restart_and_clone(env: Env, spark: Any) -> None:
     assert store_paths(agent) == {"/site", "/site/b"}
     assert agent.counters.commits < len(offsets)  # several packages per commit
     b = agent.store.node("/site/b")
-    assert b is not None and b.binaries["jcr:data"].data == b"\x00big" * 300_000
+    assert b is not None
+    assert b.binaries["jcr:data"].data == b"\x00big" * 300_000
     top = agent.store.node("/site")
-    assert top is not None and top.properties["title"][2] == ["/site@5"]
+    assert top is not None
+    assert top.properties["title"][2] == ["/site@5"]
     instance = agent.instance_id
     agent.stop()
 
@@ -73,7 +75,8 @@ def test_import_restart_and_clone(env: Env, spark: Any) -> None:
     again.stop()
     last = env.send(package("p7", ADD, [("/cloned", True)], site("7", "/cloned")))
     clone = env.agent(spark, store="clone")
-    assert clone.instance_id != instance and clone.processed_offset == later
+    assert clone.instance_id != instance
+    assert clone.processed_offset == later
     h.drive(clone, lambda: clone.processed_offset == last)
     assert store_paths(clone) == {"/site", "/site/b", "/new", "/cloned"}
 
@@ -96,7 +99,8 @@ def test_max_retries_gives_removed_failed_and_moves_on(env: Env, spark: Any) -> 
     assert h.statuses(env.journal, env.js) == {bad: "REMOVED_FAILED"}  # not editable: only this
     logs = h.log_messages(env.journal, env.js)
     assert [log.offset for log in logs] == [bad, bad]  # max_retries + 1 attempts
-    assert "not found" in logs[0].message and logs[0].sub_agent_name == "sub"
+    assert "not found" in logs[0].message
+    assert logs[0].sub_agent_name == "sub"
     assert good < bad < after
     agent.stop()
 
@@ -176,7 +180,8 @@ def test_editable_clear_unblocks_and_commands_are_filtered(env: Env, spark: Any)
         wait_for(lambda: len(h.statuses(env.journal, env.js)) == 6, AGENT_WAIT_S)
         got = h.statuses(env.journal, env.js)
         assert [got[o] for o in [*added, tail]] == ["IMPORTED"] * 3
-        assert agent.store.state is not None and agent.store.state.clear_offset(h.PUB) == stuck
+        assert agent.store.state is not None
+        assert agent.store.state.clear_offset(h.PUB) == stuck
     finally:
         agent.stop()
 
@@ -204,7 +209,7 @@ def test_discovery_invalidate_hook_and_health(env: Env, spark: Any) -> None:
         env.journal,
         DeltaStore(spark, str(env.tmp / "store")),
         env.blobs,
-        invalidate=lambda paths, msg: invalidated.append(list(paths)),
+        invalidate=lambda paths, _msg: invalidated.append(list(paths)),
     )
     first = env.send(package("a", ADD, [("/a", True)], site("0", "/a")))
     inv = env.send(package("i", m.ReqType.INVALIDATE, [("/a", True)]))
@@ -215,7 +220,8 @@ def test_discovery_invalidate_hook_and_health(env: Env, spark: Any) -> None:
         assert store_paths(agent) == {"/a"}
         wait_for(lambda: httpx.get(f"{server.url}/ready").status_code == 200, AGENT_WAIT_S)
         health = httpx.get(f"{server.url}/health").json()
-        assert health["processedOffset"] == inv and health["instanceId"] == agent.instance_id
+        assert health["processedOffset"] == inv
+        assert health["instanceId"] == agent.instance_id
         metrics = httpx.get(f"{server.url}/metrics").text
         assert 'scd_imported_package_size_bytes_count{agent="sub"} 2.0' in metrics
         assert 'scd_package_status_count_total{agent="sub",status="IMPORTED"} 2.0' in metrics
@@ -230,11 +236,13 @@ def test_discovery_invalidate_hook_and_health(env: Env, spark: Any) -> None:
         wait_for(lambda: bool(announced()), AGENT_WAIT_S)
     agent.stop()
     msg = announced()[-1][1]
-    assert msg.sub_sling_id == agent.instance_id and msg.sub_agent_name == "sub"
+    assert msg.sub_sling_id == agent.instance_id
+    assert msg.sub_agent_name == "sub"
     assert [(s.pub_agent_name, s.offset, s.retries) for s in msg.subscriber_state] == [
         (h.PUB, inv, 0)
     ]
-    assert msg.subscriber_configuration.editable and msg.subscriber_configuration.max_retries == 3
+    assert msg.subscriber_configuration.editable
+    assert msg.subscriber_configuration.max_retries == 3
     assert first < inv
 
 
@@ -304,7 +312,7 @@ def test_an_idle_agent_checkpoints_its_store_and_survives_a_failed_one(
     ]
     agent = env.agent(spark, batch_max=1)  # one commit per package
 
-    def broken(spark: Any, location: str) -> None:
+    def broken(_spark: Any, _location: str) -> None:
         raise RuntimeError("checkpoint went wrong")
 
     monkeypatch.setattr(store_module, "_write_checkpoint", broken)
@@ -405,6 +413,7 @@ def test_a_prefetched_batch_takes_the_records_that_came_after_it_too(
     h.drive(agent, lambda: agent.processed_offset == offsets[0])
     assert agent.counters.last_batch == 1
     h.drive(agent, lambda: agent.processed_offset == offsets[-1])
-    assert agent.counters.commits == 2 and agent.counters.last_batch == 3
+    assert agent.counters.commits == 2
+    assert agent.counters.last_batch == 3
     assert calls[2] == 9  # the top-up asked for the rest of the batch
     agent.stop()

@@ -129,20 +129,25 @@ def test_a_subscriber_restarted_behind_the_log_stops_until_the_gap_is_accepted(
 
     behind = env.memory_agent(store)
     try:
-        assert behind.state == "BEHIND_LOG" and behind.health().state == "BEHIND_LOG"
+        assert behind.state == "BEHIND_LOG"
+        assert behind.health().state == "BEHIND_LOG"
         ready, reason = behind.ready()
         assert not ready
-        assert f"offsets {lost[0]}.." in reason and "--accept-gap" in reason
+        assert f"offsets {lost[0]}.." in reason
+        assert "--accept-gap" in reason
         # It stays alive, checks again on the announcement beat (0.5 s here), imports nothing
         # and says so once.
         run_for(behind, 3 * behind.settings.announce_interval_s)
-        assert behind.state == "BEHIND_LOG" and not behind.ready()[0]
-        assert store.history == history and store.node("/after") is None
+        assert behind.state == "BEHIND_LOG"
+        assert not behind.ready()[0]
+        assert store.history == history
+        assert store.node("/after") is None
         assert behind.processed_offset == seen
         # Its real processed offset, so the publisher's queue shows what it misses.
         assert all(s.offset == seen for s in behind.discovery_message().subscriber_state)
         (error,) = behind_log_errors(caplog)
-        assert f"offsets {lost[0]}.." in error and "--accept-gap" in error
+        assert f"offsets {lost[0]}.." in error
+        assert "--accept-gap" in error
         assert metric(behind, "scd_behind_log") == 1
         assert metric(behind, "scd_log_gaps_total", action="stopped") == 1
     finally:
@@ -150,14 +155,18 @@ def test_a_subscriber_restarted_behind_the_log_stops_until_the_gap_is_accepted(
 
     resumed = env.memory_agent(store, accept_gap=True)
     try:
-        assert resumed.state != "BEHIND_LOG" and metric(resumed, "scd_behind_log") == 0
+        assert resumed.state != "BEHIND_LOG"
+        assert metric(resumed, "scd_behind_log") == 0
         offset, reason = store.recorded_offsets[-1]
-        assert offset >= lost[-1] and offset < after  # the rolling package may be gone too
+        assert offset >= lost[-1]
+        assert offset < after
         assert reason.startswith(f"gap accepted: offsets {lost[0]}..{offset} ")
         assert "deleted by retention" in reason
         h.drive(resumed, lambda: resumed.processed_offset == after)
-        assert store.node("/after") is not None and store.node("/seen") is not None
-        assert store.node("/lost-1") is None and store.node("/lost-2") is None
+        assert store.node("/after") is not None
+        assert store.node("/seen") is not None
+        assert store.node("/lost-1") is None
+        assert store.node("/lost-2") is None
         assert metric(resumed, "scd_log_gaps_total", action="skipped") == 1
         assert metric(resumed, "scd_skipped_gap_offsets_total") == offset - lost[0] + 1
         assert any(
@@ -201,14 +210,17 @@ def test_a_gap_opening_while_it_runs_stops_it_even_with_accept_gap_set(
                 lambda topic, partition: env.journal.latest_offset(topic, partition),
             )
         h.drive(agent, lambda: agent.state == "BEHIND_LOG", timeout_s=30)
-        assert store.node("/after") is None and store.node("/lost-1") is None
-        assert agent.processed_offset == seen and store.history[-1][1] == seen
+        assert store.node("/after") is None
+        assert store.node("/lost-1") is None
+        assert agent.processed_offset == seen
+        assert store.history[-1][1] == seen
         assert not store.recorded_offsets or store.recorded_offsets[-1][0] < lost[0]
         assert f"offsets {lost[0]}.." in agent.ready()[1]
         assert len(behind_log_errors(caplog)) == 1
         assert metric(agent, "scd_log_gaps_total", action="stopped") == 1
         run_for(agent, 1.0)
-        assert store.node("/after") is None and agent.processed_offset == seen
+        assert store.node("/after") is None
+        assert agent.processed_offset == seen
     finally:
         agent.stop()
 
@@ -236,7 +248,8 @@ def test_it_resumes_by_itself_once_the_log_has_its_offset_again(
         assert f"offsets {after}..{after + 4}" in agent.ready()[1]
         monkeypatch.undo()
         h.drive(agent, lambda: agent.processed_offset == after, timeout_s=10)
-        assert agent.state != "BEHIND_LOG" and store.node("/after") is not None
+        assert agent.state != "BEHIND_LOG"
+        assert store.node("/after") is not None
         assert metric(agent, "scd_behind_log") == 0
         assert [r for _, r in store.recorded_offsets if "gap" in r] == []
     finally:
@@ -270,7 +283,8 @@ def test_a_delta_store_records_the_accepted_gap_in_its_history(
         resumed.stop()
         store = resumed.store
         assert isinstance(store, DeltaStore)
-        assert {"/seen", "/after"} <= store.paths and "/lost" not in store.paths
+        assert {"/seen", "/after"} <= store.paths
+        assert "/lost" not in store.paths
         reasons = [c["metadata"].get("reason", "") for c in store.history() if c["metadata"]]
         (accepted,) = [r for r in reasons if r.startswith("gap accepted")]
         assert f"offsets {lost}.." in accepted

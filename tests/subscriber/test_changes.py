@@ -12,7 +12,8 @@ from tests.subscriber.packages import add, delete, node
 def test_add_to_empty_store_is_insert_only() -> None:
     cs = new_change_set(set(), [add(0, "/a", node("/a"), node("/a/b"))])
     assert set(cs.upserts) == {"/a", "/a/b"}
-    assert cs.inserts_only and not cs.deletes
+    assert cs.inserts_only
+    assert not cs.deletes
 
 
 def test_deep_add_replaces_the_subtree() -> None:
@@ -26,7 +27,8 @@ def test_deep_add_replaces_the_subtree() -> None:
 
 def test_shallow_add_touches_one_node() -> None:
     cs = new_change_set({"/a", "/a/old"}, [add(1, "/a", node("/a", title="t"), deep=False)])
-    assert not cs.deletes and set(cs.upserts) == {"/a"}
+    assert not cs.deletes
+    assert set(cs.upserts) == {"/a"}
 
 
 def test_deep_and_shallow_delete() -> None:
@@ -43,7 +45,8 @@ def test_order_within_a_batch_matters() -> None:
     assert set(cs.upserts) == {"/a/y"}
     assert cs.node_offsets["/a/y"] == (3, "p3")
     again = new_change_set(set(), [delete(1, "/a"), add(2, "/a", node("/a"), node("/a/z"))])
-    assert set(again.upserts) == {"/a", "/a/z"} and not again.deletes
+    assert set(again.upserts) == {"/a", "/a/z"}
+    assert not again.deletes
 
 
 # A package reaches a change set only after the content rules (journal/wire/rules.py) passed:

@@ -178,16 +178,21 @@ def test_plan_keeps_in_the_sidecar_only_what_file_and_directory_cannot_hold(
     ]
     items = {i.node.path: i for i in plan_export(tmp_path, nodes)}
     assert items["/"].sidecar is None  # the directory source reads no sidecar for /
-    assert items["/f"].kind == "directory" and items["/f"].sidecar is None
+    assert items["/f"].kind == "directory"
+    assert items["/f"].sidecar is None
     plain = items["/f/plain.txt"]
-    assert plain.kind == "file" and plain.sidecar is None and plain.mtime_ns == MODIFIED_NS
+    assert plain.kind == "file"
+    assert plain.sidecar is None
+    assert plain.mtime_ns == MODIFIED_NS
     odd = items["/f/odd.txt"]
-    assert odd.kind == "file" and odd.mtime_ns is None
+    assert odd.kind == "file"
+    assert odd.mtime_ns is None
     assert odd.sidecar == tmp_path / "f" / ("odd.txt" + SIDECAR_SUFFIX)
     assert set(odd.sidecar_properties) == {MIME_PROPERTY, LAST_MODIFIED, "title"}
     assert odd.sidecar_binaries == ["thumb"]
     page = items["/page"]
-    assert page.kind == "directory" and set(page.sidecar_properties) == {NODE_TYPE, "n"}
+    assert page.kind == "directory"
+    assert set(page.sidecar_properties) == {NODE_TYPE, "n"}
     assert items["/typeless"].kind == "directory"
 
 
@@ -288,8 +293,12 @@ def test_tampered_blob_is_detected(blobs: BlobStore, stored_bytes: bytes, what: 
     with pytest.raises(BinaryCorrupt) as caught, open_binary(store, blobs, "/f") as stream:
         stream.read()
     err = caught.value
-    assert err.what == what and err.blob_key == ref.blob_key and err.path == "/f"
-    assert "'/f'" in str(err) and ref.blob_key in str(err) and "expected" in str(err)
+    assert err.what == what
+    assert err.blob_key == ref.blob_key
+    assert err.path == "/f"
+    assert "'/f'" in str(err)
+    assert ref.blob_key in str(err)
+    assert "expected" in str(err)
     if what == "size":
         assert (err.expected, err.actual) == (11, len(stored_bytes))
 
@@ -506,7 +515,8 @@ def test_export_from_a_delta_store_with_local_blobs(
         read_node(store, "/content/gone")
 
     report = export_tree(store, blobs, "/content", tmp_path / "out")
-    assert report.files == 4 and report.file_bytes == sum(map(len, files.values()))
+    assert report.files == 4
+    assert report.file_bytes == sum(map(len, files.values()))
     assert_exported(tmp_path / "out", files)
     # node() without a jcr:primaryType keeps its properties in a sidecar
     sidecar = tmp_path / "out" / "content" / ("site" + SIDECAR_SUFFIX)

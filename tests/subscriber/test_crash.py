@@ -170,7 +170,8 @@ class Stream:
 # ---------------------------------------------------------------------- the child process
 def child_env(env: Env, store: Path, *, broken: bool, batch_max: int) -> dict[str, str]:
     js, bs, topics = env.js, env.bs, env.js.topics
-    assert bs.secret_key is not None and bs.endpoint_url is not None
+    assert bs.secret_key is not None
+    assert bs.endpoint_url is not None
     values = {
         "AGENT_NAME": "crash",
         "PUB_AGENTS": h.PUB,
@@ -436,9 +437,9 @@ class Runs:
         """A run ended on its own: only a Kafka/S3 outage at its start may explain it."""
         child.kill()  # reap it and anything left of its group
         tail = child.tail()
-        assert child.proc.returncode != 0 and "unavailable" in tail.lower(), (
-            f"subscriber exited on its own ({child.proc.returncode}):\n{tail}"
-        )
+        exited = f"subscriber exited on its own ({child.proc.returncode}):\n{tail}"
+        assert child.proc.returncode != 0, exited
+        assert "unavailable" in tail.lower(), exited
         self.outage_restarts += 1
         assert self.outage_restarts <= MAX_OUTAGE_RESTARTS, f"too many outages:\n{tail}"
         topic = self.env.js.topics.package
@@ -453,6 +454,26 @@ class Runs:
         return sum(
             len(IMPORT_FAILED.findall(p.read_text(errors="replace"))) for p in self.logs.iterdir()
         )
+
+
+def final_run(env: Env, store: Path, runs: Runs, *, broken: bool) -> None:
+    """A last run imports everything, then is stopped as an orchestrator would."""
+    finishing = child_env(env, store, broken=broken, batch_max=FINAL_BATCH_MAX)
+    topic = env.js.topics.package
+    last = retrying(lambda: env.journal.latest_offset(topic), "end of the topic") - 1
+    child: Child | None = None
+    try:
+        while True:
+            child = runs.start(finishing)
+            if wait_until_done(child, last):
+                break
+            runs.after_exit(child)
+        code = child.stop()
+        assert code == 0, f"exit code {code} after SIGTERM:\n{child.tail()}"
+        child = None
+    finally:
+        if child is not None and child.proc.poll() is None:
+            child.kill()
 
 
 def run_crash_test(env: Env, spark: Any, *, packages: int, kills: int, broken: bool) -> Outcome:
@@ -496,23 +517,11 @@ def run_crash_test(env: Env, spark: Any, *, packages: int, kills: int, broken: b
             child.kill()
             mid_stream_kills += 1
             window_kills += broken and _killed_in_window(child.log())
-        killing_s = time.monotonic() - started
-
-        # Let a last run import everything, then stop it as an orchestrator would.
-        finishing = child_env(env, store, broken=broken, batch_max=FINAL_BATCH_MAX)
-        topic = env.js.topics.package
-        last = retrying(lambda: env.journal.latest_offset(topic), "end of the topic") - 1
-        while True:
-            child = runs.start(finishing)
-            if wait_until_done(child, last):
-                break
-            runs.after_exit(child)
-        code = child.stop()
-        assert code == 0, f"exit code {code} after SIGTERM:\n{child.tail()}"
-        child = None
     finally:
         if child is not None and child.proc.poll() is None:
             child.kill()
+    killing_s = time.monotonic() - started
+    final_run(env, store, runs, broken=broken)
     finished_s = time.monotonic() - started
 
     model, first, last = stream.reference()

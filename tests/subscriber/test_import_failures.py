@@ -150,13 +150,17 @@ def test_a_permanent_failure_is_committed_with_its_batch_and_never_blocks(
     h.drive(agent, lambda: agent.processed_offset >= after, timeout_s=60)
 
     assert store.history[-1] == (first, after)  # one commit: the failure rides in the batch
-    assert store.node("/g0") is not None and store.node("/g2") is not None
+    assert store.node("/g0") is not None
+    assert store.node("/g2") is not None
     assert store.node("/bad") is None
-    assert agent.retries == 0 and agent.counters.permanent_failures == 1
+    assert agent.retries == 0
+    assert agent.counters.permanent_failures == 1
     assert h.statuses(env.journal, env.js) == {bad: "REMOVED_FAILED"}  # not editable: only it
     (log,) = [x for x in h.log_messages(env.journal, env.js) if x.offset == bad]
-    assert log.message.startswith("permanent: ") and reason in log.message
-    assert log.pub_agent_name == h.PUB and log.sub_agent_name == agent.name
+    assert log.message.startswith("permanent: ")
+    assert reason in log.message
+    assert log.pub_agent_name == h.PUB
+    assert log.sub_agent_name == agent.name
     assert 'scd_permanent_import_errors_total{agent="sub"} 1.0' in agent.metrics.render().decode()
     assert 'scd_transient_import_errors_total{agent="sub"} 0.0' in agent.metrics.render().decode()
 
@@ -170,16 +174,19 @@ def test_a_missing_blob_is_transient_blocks_and_imports_once_it_appears(local_en
     agent = env.memory_agent(retry_initial_s=0.01, retry_max_s=0.02).start()
     try:
         wait_for(lambda: agent.retries >= 3, 30)
-        assert agent.state == "BLOCKED" and agent.processed_offset == stuck - 1
+        assert agent.state == "BLOCKED"
+        assert agent.processed_offset == stuck - 1
         env.blobs.put_bytes("packages/stuck", data)
         wait_for(lambda: agent.processed_offset == after, 30)
     finally:
         agent.stop()
     store = agent.store
     assert isinstance(store, MemoryStore)
-    assert store.node("/s") is not None and store.committed_offsets().count(stuck) == 1
+    assert store.node("/s") is not None
+    assert store.committed_offsets().count(stuck) == 1
     logs = [x for x in h.log_messages(env.journal, env.js) if x.offset == stuck]
-    assert logs and all(x.message.startswith("attempt ") for x in logs)
+    assert logs
+    assert all(x.message.startswith("attempt ") for x in logs)
     assert h.statuses(env.journal, env.js) == {}
 
 
@@ -223,7 +230,8 @@ def test_a_commit_the_store_refuses_is_retried_and_imported_once(local_env: Env)
     agent = env.memory_agent(store)
     h.drive(agent, lambda: agent.processed_offset >= offsets[-1], timeout_s=30)
     assert store.committed_offsets() == offsets
-    assert agent.counters.permanent_failures == 0 and agent.retries == 0
+    assert agent.counters.permanent_failures == 0
+    assert agent.retries == 0
 
 
 def test_batches_end_at_their_byte_budget(local_env: Env) -> None:
@@ -237,7 +245,8 @@ def test_batches_end_at_their_byte_budget(local_env: Env) -> None:
     agent = env.memory_agent(store, batch_max_bytes=250_000)
     h.drive(agent, lambda: agent.processed_offset >= offsets[-1], timeout_s=30)
     sizes = [hi - lo + 1 for lo, hi in store.history]
-    assert sum(sizes) == 10 and max(sizes) == 3  # the third package crosses 250 KB: it ends
+    assert sum(sizes) == 10
+    assert max(sizes) == 3
     assert store.committed_offsets() == offsets
 
 
@@ -268,7 +277,8 @@ def test_a_clear_applies_to_the_agent_it_names_and_not_beyond_the_log(local_env:
         wait_for(lambda: agent.processed_offset == after, 30)
     finally:
         agent.stop()
-    assert agent.store.state is not None and agent.store.state.clear_offset(h.PUB) == stuck
+    assert agent.store.state is not None
+    assert agent.store.state.clear_offset(h.PUB) == stuck
     assert agent.store.state.clear_offset("someone-else") == -1  # a clear names its agent
 
 
@@ -283,7 +293,8 @@ def test_other_agents_packages_are_skipped_and_stored_every_nth(local_env: Env) 
     store = MemoryStore()
     agent = env.memory_agent(store, skip_store_every=3, batch_max=1)
     h.drive(agent, lambda: agent.processed_offset >= others[-1], timeout_s=30)
-    assert store.tree == {} and h.statuses(env.journal, env.js) == {}
+    assert store.tree == {}
+    assert h.statuses(env.journal, env.js) == {}
     assert [hi for _, hi in store.history] == [others[2], others[5]]  # every 3rd skip stored
     again = env.memory_agent(store)
     assert again.processed_offset == others[5]  # the 7th is read again: harmless, a skip

@@ -27,10 +27,13 @@ def test_idle_for_the_idle_time_makes_ready() -> None:
     r.on_poll(0)
     clock.now += 9.9
     ready, reason = r.check()
-    assert not ready and "idle for 9.9 s" in reason
+    assert not ready
+    assert "idle for 9.9 s" in reason
     clock.now += 0.1
     ready, reason = r.check()
-    assert ready and r.reason is ReadyReason.IDLE and "idle" in reason
+    assert ready
+    assert r.reason is ReadyReason.IDLE
+    assert "idle" in reason
     assert r.ready_after_s == pytest.approx(10.0)
 
 
@@ -41,7 +44,8 @@ def test_records_restart_the_idle_time() -> None:
     r.on_poll(3)  # work arrived: not idle any more
     clock.now += 5
     ready, reason = r.check()
-    assert not ready and "importing" in reason
+    assert not ready
+    assert "importing" in reason
     r.on_poll(0)
     r.on_poll(0)  # further empty polls do not move the start of the idle period
     clock.now += 10
@@ -69,7 +73,9 @@ def test_recent_message_makes_ready_at_once() -> None:
     assert not r.check()[0]
     r.on_imported(int((clock.now - 119) * 1000))
     ready, reason = r.check()
-    assert ready and r.reason is ReadyReason.RECENT and "119.0 s old" in reason
+    assert ready
+    assert r.reason is ReadyReason.RECENT
+    assert "119.0 s old" in reason
 
 
 def test_unknown_creation_time_is_ignored() -> None:
@@ -83,7 +89,8 @@ def test_more_than_max_retries_makes_ready() -> None:
     r.on_retries(10)
     assert not r.check()[0]
     r.on_retries(11)
-    assert r.check()[0] and r.reason is ReadyReason.RETRIES
+    assert r.check()[0]
+    assert r.reason is ReadyReason.RETRIES
 
 
 def test_forced_after_the_force_time() -> None:
@@ -91,9 +98,11 @@ def test_forced_after_the_force_time() -> None:
     r.on_poll(5)
     clock.now += 299
     ready, reason = r.check()
-    assert not ready and "forced ready in 1 s" in reason
+    assert not ready
+    assert "forced ready in 1 s" in reason
     clock.now += 1
-    assert r.check()[0] and r.reason is ReadyReason.FORCED
+    assert r.check()[0]
+    assert r.reason is ReadyReason.FORCED
 
 
 def test_once_ready_stays_ready() -> None:
@@ -117,7 +126,8 @@ def test_rules_are_configurable_and_can_be_turned_off() -> None:
     assert not r.check()[0]
     r.on_poll(0)
     clock.now += 0.5
-    assert r.check()[0] and r.reason is ReadyReason.IDLE
+    assert r.check()[0]
+    assert r.reason is ReadyReason.IDLE
 
 
 def test_negative_thresholds_are_refused() -> None:

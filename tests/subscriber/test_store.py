@@ -23,7 +23,8 @@ def test_commits_reopen_and_history(spark: Any, tmp_path: Path) -> None:
     location = str(tmp_path / "store")
     store = DeltaStore(spark, location)
     state = store.open()
-    assert state.offset is None and state.clear_offset("publish") == -1
+    assert state.offset is None
+    assert state.clear_offset("publish") == -1
     instance = state.instance_id
 
     store.commit(
@@ -41,9 +42,12 @@ def test_commits_reopen_and_history(spark: Any, tmp_path: Path) -> None:
     assert state.pending_statuses == [(1, "publish", "IMPORTED")]
     assert again.paths == {"/a", "/a/c"}
     a = again.node("/a")
-    assert a is not None and a.properties["title"] == ("string", False, ["A2"]) and a.offset == 1
+    assert a is not None
+    assert a.properties["title"] == ("string", False, ["A2"])
+    assert a.offset == 1
     c = again.node("/a/c")
-    assert c is not None and c.binaries["data"].data == b"\x00\x01"
+    assert c is not None
+    assert c.binaries["data"].data == b"\x00\x01"
     assert [n.path for n in again.nodes("/a")] == ["/a", "/a/c"]
 
     history = [h for h in again.history() if h["metadata"] and "offsets" in h["metadata"]]
@@ -58,7 +62,8 @@ def test_commits_reopen_and_history(spark: Any, tmp_path: Path) -> None:
     shutil.copytree(location, clone)
     cloned = DeltaStore(spark, clone)
     cstate = cloned.open()
-    assert cstate.offset == 2 and cloned.paths == {"/a", "/a/c"}
+    assert cstate.offset == 2
+    assert cloned.paths == {"/a", "/a/c"}
     assert cstate.instance_id != instance  # a copy is a new subscriber instance
 
     assert (
@@ -131,11 +136,14 @@ def test_a_commit_that_errs_after_landing_counts_as_committed(
 
     monkeypatch.setattr(store, "_write", lands_then_fails)
     store.commit(new_change_set(store.paths, [add(0, "/e", node("/e", v="1"))]))
-    assert store.state is not None and store.state.offset == 0 and store.paths == {"/e"}
+    assert store.state is not None
+    assert store.state.offset == 0
+    assert store.paths == {"/e"}
     monkeypatch.setattr(store, "_write", fails)
     with pytest.raises(RuntimeError, match="refused"):
         store.commit(new_change_set(store.paths, [add(1, "/f", node("/f", v="1"))]))
-    assert store.committed_offset() == 0 and store.paths == {"/e"}
+    assert store.committed_offset() == 0
+    assert store.paths == {"/e"}
 
 
 def test_the_table_has_the_declared_schema(spark: Any, tmp_path: Path) -> None:
@@ -178,7 +186,8 @@ def test_checkpoints_come_from_the_store_not_every_tenth_commit(spark: Any, tmp_
 
     store.checkpoint()
     latest = DeltaTable.forPath(spark, store.location).history(1).first()
-    assert latest is not None and last_checkpoint(store.location) == latest["version"]
+    assert latest is not None
+    assert last_checkpoint(store.location) == latest["version"]
     assert store.commits_since_checkpoint == 0
     assert len(DeltaStore(spark, store.location).nodes("/")) == 12
 

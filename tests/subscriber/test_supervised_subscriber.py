@@ -28,7 +28,8 @@ def test_a_failing_announcer_is_restarted_and_the_subscriber_not_ready_meanwhile
     try:
         wait_for(lambda: not agent.ready()[0], 10)
         _, reason = agent.ready()
-        assert "supervised-announce" in reason and "RuntimeError" in reason
+        assert "supervised-announce" in reason
+        assert "RuntimeError" in reason
         wait_for(lambda: len(failures) == 3 and agent.ready()[0], 30)
         text = agent.metrics.render().decode()
         assert 'scd_thread_restarts_total{thread="supervised-announce"} 3.0' in text

@@ -82,7 +82,7 @@ def test_failed_put_leaves_no_staged_file(store: BlobStore, root: Path) -> None:
     assert files_under(root / "objects") == set()
 
 
-def test_put_replaces_the_file_atomically(store: BlobStore, root: Path) -> None:
+def test_put_replaces_the_file_atomically(store: BlobStore) -> None:
     """A reader holding the old object keeps reading the old bytes: the file is replaced by a
     rename, never rewritten in place."""
     store.put_bytes("k", b"old" * 1000)

@@ -22,7 +22,8 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def test_topics_create_show_and_tail(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.usefixtures("db")
+def test_topics_create_show_and_tail(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["topics", "create"]) == 0
     assert "scd.package" in capsys.readouterr().out
     with open_journal(JournalSettings()) as journal:
@@ -53,16 +54,20 @@ def test_bad_setting_names_it(
     monkeypatch.setenv("SCD_JOURNAL_BACKEND", "carrier-pigeon")
     assert main(["topics", "show"]) == 2
     err = capsys.readouterr().err
-    assert "SCD_JOURNAL_BACKEND" in err and err.count("\n") == 1
+    assert "SCD_JOURNAL_BACKEND" in err
+    assert err.count("\n") == 1
 
 
-def test_unknown_topic_is_a_one_line_error(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.usefixtures("db")
+def test_unknown_topic_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tail", "no.such.topic"]) == 1
     err = capsys.readouterr().err
-    assert "no.such.topic" in err and err.count("\n") == 1
+    assert "no.such.topic" in err
+    assert err.count("\n") == 1
 
 
-def test_bad_position_is_a_usage_error(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.usefixtures("db")
+def test_bad_position_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["tail", "scd.status", "--from", "yesterday"])
     assert info.value.code == 2

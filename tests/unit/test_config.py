@@ -44,7 +44,8 @@ max_retries = 3
     assert journal.backend == "kafka"
     assert journal.bootstrap_servers == "env:9092"  # the environment wins over the file
     assert journal.topics.package == "site.package"
-    assert subscriber.agent_name == "from-file" and subscriber.max_retries == 3
+    assert subscriber.agent_name == "from-file"
+    assert subscriber.max_retries == 3
     assert subscriber.journal.topics.package == "site.package"
     assert JournalSettings().backend == "sqlite"  # outside the block: defaults again
 
@@ -121,7 +122,8 @@ def test_variables_of_other_prefixes_and_known_extras_pass(monkeypatch: pytest.M
     subscriber = SubscriberSettings()
     assert subscriber.journal.backend == "sqlite"
     assert subscriber.journal.topics.package == "site.package"
-    assert subscriber.blobstore is not None and subscriber.blobstore.backend == "local"
+    assert subscriber.blobstore is not None
+    assert subscriber.blobstore.backend == "local"
     assert JournalSettings().backend == "sqlite"
 
 

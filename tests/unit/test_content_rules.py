@@ -68,9 +68,12 @@ def test_invalid_property_names_are_refused(name: str) -> None:
 
 
 def test_within_and_join() -> None:
-    assert is_within("/a/b", "/a") and is_within("/a", "/a") and is_within("/x", "/")
+    assert is_within("/a/b", "/a")
+    assert is_within("/a", "/a")
+    assert is_within("/x", "/")
     assert not is_within("/ab", "/a")
-    assert join("/", "a") == "/a" and join("/a", "b") == "/a/b"
+    assert join("/", "a") == "/a"
+    assert join("/a", "b") == "/a/b"
 
 
 def node(path: str = "/p", **props: Value) -> Node:
@@ -133,7 +136,9 @@ def test_bad_values_name_node_property_and_rule(value: Value, rule: str, text: s
         check_node(node("/n", m=value))
     error = caught.value
     assert (error.rule, error.path, error.prop) == (rule, "/n", "m")
-    assert "/n" in str(error) and "'m'" in str(error) and rule in str(error)
+    assert "/n" in str(error)
+    assert "'m'" in str(error)
+    assert rule in str(error)
     assert isinstance(error, PermanentError)
 
 

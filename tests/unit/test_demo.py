@@ -19,7 +19,8 @@ def test_sample_site_is_deterministic(tmp_path: Path) -> None:
     two = make_sample_site(tmp_path / "two")
     assert compare_trees(one, two) == []
     bulk = list((one / "assets" / "bulk").iterdir())
-    assert len(bulk) == BULK_FILES and all(p.stat().st_size == BULK_FILE_BYTES for p in bulk)
+    assert len(bulk) == BULK_FILES
+    assert all(p.stat().st_size == BULK_FILE_BYTES for p in bulk)
 
 
 def test_compare_trees_finds_every_kind_of_difference(tmp_path: Path) -> None:
@@ -83,7 +84,8 @@ def test_queue_table_shows_progress_per_subscriber() -> None:
     table.show([("subscriber-1", "RUNNING", 2, 6), ("subscriber-2", "IDLE", 6, 6)])
     table.close()
     one, two = out.getvalue().splitlines()
-    assert one.split()[:2] == ["subscriber-1", "RUNNING"] and one.endswith("2/6 packages")
+    assert one.split()[:2] == ["subscriber-1", "RUNNING"]
+    assert one.endswith("2/6 packages")
     assert "[" + "#" * 20 + "]" in two
 
 
@@ -108,5 +110,6 @@ def test_logs_go_to_the_file_while_the_story_stays_on_stdout(tmp_path: Path) -> 
         check=True,
         cwd=Path(__file__).resolve().parents[2],
     )
-    assert run.stdout == "story\n" and run.stderr == "after\n"
+    assert run.stdout == "story\n"
+    assert run.stderr == "after\n"
     assert log.read_text().splitlines() == ["python log", "jvm log"]

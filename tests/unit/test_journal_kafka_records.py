@@ -36,16 +36,16 @@ def error_event(fatal: bool) -> Message:
 class ScriptedClient:
     """Stands in for confluent-kafka's Consumer: consume() returns the next scripted batch."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, _config: dict[str, Any]) -> None:
         self.batches: list[list[Message]] = []
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         pass
 
-    def consume(self, num_messages: int, timeout: float) -> list[Message]:
+    def consume(self, num_messages: int, timeout: float) -> list[Message]:  # noqa: ARG002
         return self.batches.pop(0) if self.batches else []
 
-    def poll(self, timeout: float) -> Message | None:
+    def poll(self, timeout: float) -> Message | None:  # noqa: ARG002 -- confluent's API
         """The next scripted message on its own (the rest of its batch stays queued)."""
         if not self.batches:
             return None
@@ -63,7 +63,7 @@ class ScriptedClient:
         pass
 
 
-def _no_stall_check(topic: str, partition: int) -> int:
+def _no_stall_check(_topic: str, _partition: int) -> int:
     raise AssertionError("these polls never stay quiet long enough for a stall check")
 
 
@@ -166,7 +166,7 @@ def test_error_events_alone_do_not_count_as_progress(monkeypatch: pytest.MonkeyP
         {0: 3},
         [error_event(fatal=False)],
         stall_check_s=0.0,
-        high_watermark=lambda topic, partition: 8,
+        high_watermark=lambda _topic, _partition: 8,
     )
     assert consumer.poll(0.1) == []
     assert consumer.restarts == 0, "records found waiting once are only a suspicion"
@@ -179,19 +179,21 @@ def test_records_fetched_after_the_suspicion_clear_it(monkeypatch: pytest.Monkey
     """A client that was only reconnecting fetches before the confirmation: not restarted."""
     high = 8
     consumer = scripted_consumer(
-        monkeypatch, {0: 3}, stall_check_s=0.0, high_watermark=lambda topic, partition: high
+        monkeypatch, {0: 3}, stall_check_s=0.0, high_watermark=lambda _topic, _partition: high
     )
-    assert consumer.poll(0.1) == [] and consumer.restarts == 0  # suspected at position 3
+    assert consumer.poll(0.1) == []
+    assert consumer.restarts == 0
     client = consumer._consumer
     assert isinstance(client, ScriptedClient)
     client.batches.append([message(0, offset) for offset in range(3, 8)])
     assert [r.offset for r in consumer.poll(0.1)] == [3, 4, 5, 6, 7]
     high = 9  # one more record waits at the new position: a new suspicion, not a confirmation
-    assert consumer.poll(0.1) == [] and consumer.restarts == 0
+    assert consumer.poll(0.1) == []
+    assert consumer.restarts == 0
 
 
 def test_no_restart_when_the_broker_cannot_say(monkeypatch: pytest.MonkeyPatch) -> None:
-    def unanswered(topic: str, partition: int) -> int:
+    def unanswered(_topic: str, _partition: int) -> int:
         raise JournalError("no answer")
 
     consumer = scripted_consumer(monkeypatch, {0: 3}, stall_check_s=0.0, high_watermark=unanswered)

@@ -20,8 +20,10 @@ def test_json_lines_carry_extras() -> None:
     record.offset = 7
     line = json.loads(JsonFormatter().format(record))
     assert line["message"] == "committed 7"
-    assert line["agent"] == "sub-1" and line["offset"] == 7
-    assert line["logger"] == "subscriber.agent" and line["level"] == "INFO"
+    assert line["agent"] == "sub-1"
+    assert line["offset"] == 7
+    assert line["logger"] == "subscriber.agent"
+    assert line["level"] == "INFO"
 
 
 def test_sigusr1_writes_every_thread_stack_and_the_process_goes_on() -> None:
@@ -43,7 +45,8 @@ def test_sigusr1_writes_every_thread_stack_and_the_process_goes_on() -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout is not None
+    assert child.stdin is not None
     try:
         assert child.stdout.readline().strip() == "ready"
         child.send_signal(signal.SIGUSR1)
@@ -55,4 +58,5 @@ def test_sigusr1_writes_every_thread_stack_and_the_process_goes_on() -> None:
         child.kill()
     assert out.strip() == "still running: yes"
     assert "parked_worker" in err, err
-    assert "Current thread" in err and "in <module>" in err, err
+    assert "Current thread" in err, err
+    assert "in <module>" in err, err

@@ -63,10 +63,12 @@ def test_alert_rules_query_defined_metrics_and_explain_themselves() -> None:
         "ScdPublisherJournalErrors",
     } <= names
     exprs = " ".join(r["expr"] for r in rules)
-    assert "scd_permanent_import_errors_total" in exprs and "scd_thread_restarts_total" in exprs
+    assert "scd_permanent_import_errors_total" in exprs
+    assert "scd_thread_restarts_total" in exprs
     for rule in rules:
         assert rule["labels"]["severity"] in {"warning", "critical"}, rule["alert"]
-        assert rule["annotations"]["summary"] and rule["annotations"]["description"]
+        assert rule["annotations"]["summary"]
+        assert rule["annotations"]["description"]
 
 
 def test_grafana_dashboard_queries_defined_metrics() -> None:

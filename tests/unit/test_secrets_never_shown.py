@@ -95,7 +95,8 @@ def test_scd_daemons_name_the_bad_setting_never_a_secret(
     done = run([str(SCD), *command], env, tmp_path)
     output = done.stdout + done.stderr
     assert done.returncode == 2, output
-    assert "SCD_JOURNAL_SECURITY" in done.stderr and "sasl_mechanism" in done.stderr
+    assert "SCD_JOURNAL_SECURITY" in done.stderr
+    assert "sasl_mechanism" in done.stderr
     for secret in SECRETS:
         assert secret not in output
 
@@ -133,7 +134,8 @@ def test_every_error_is_named_by_its_variable(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(ValidationError) as info:
         JournalSettings()
     described = describe_settings_error(info.value)
-    assert described.startswith("invalid setting ") and "\n" not in described
+    assert described.startswith("invalid setting ")
+    assert "\n" not in described
     assert "SCD_JOURNAL_SECURITY__PROTOCOL: Input should be 'PLAINTEXT'" in described
     assert "SCD_JOURNAL_SEND_TIMEOUT_S: Input should be greater than 0" in described
     assert "CARRIER_PIGEON" not in described  # the value given is never echoed
@@ -172,6 +174,8 @@ def test_loaded_settings_secrets_are_masked_in_log_lines_and_tracebacks(
         logger.exception("json line with %s", secret)
     text = stream.getvalue()
     assert secret not in text
-    assert text.count(MASK) >= 4 and "Traceback" in text
+    assert text.count(MASK) >= 4
+    assert "Traceback" in text
     last = json.loads(text.strip().splitlines()[-1])
-    assert last["message"] == f"json line with {MASK}" and MASK in last["exception"]
+    assert last["message"] == f"json line with {MASK}"
+    assert MASK in last["exception"]

@@ -83,7 +83,8 @@ def test_signed_record_roundtrips_through_the_sqlite_journal(
         MessageSender(journal, TOPIC).send(command())  # no signer: unsigned
         with journal.consumer(TOPIC, Position.earliest()) as consumer:
             first, second = consumer.poll(1.0)
-    assert first.headers[SIG_KEY_HEADER] == "k1" and len(first.headers[SIG_HEADER]) == 88
+    assert first.headers[SIG_KEY_HEADER] == "k1"
+    assert len(first.headers[SIG_HEADER]) == 88
     assert verifier.verify(first.topic, first.headers, first.value) == "k1"
     assert m.decode(first.headers, first.value) == command()
     with pytest.raises(UnsignedRecord):
@@ -96,9 +97,11 @@ def test_errors_are_permanent_decode_errors_naming_only_the_key_id(
     headers, value = signed(signer)
     with pytest.raises(BadSignature) as caught:
         verifier.verify(TOPIC, headers, value + b"\x00")
-    assert isinstance(caught.value, SignatureError) and isinstance(caught.value, DecodeError)
+    assert isinstance(caught.value, SignatureError)
+    assert isinstance(caught.value, DecodeError)
     assert caught.value.retriable is False
-    assert "'k1'" in str(caught.value) and headers[SIG_HEADER] not in str(caught.value)
+    assert "'k1'" in str(caught.value)
+    assert headers[SIG_HEADER] not in str(caught.value)
 
 
 def test_forged_signature_is_refused(signer: RecordSigner, verifier: RecordVerifier) -> None:
@@ -201,7 +204,8 @@ def test_malformed_headers_are_refused_without_echoing_them(
     with pytest.raises(BadSignature) as caught:
         verifier.verify(TOPIC, {**headers, SIG_KEY_HEADER: key_id, SIG_HEADER: sig}, value)
     message = str(caught.value)
-    assert len(message) < 200 and "\n" not in message
+    assert len(message) < 200
+    assert "\n" not in message
     if key_id != "k1":
         assert "malformed key id" in message
 
@@ -236,7 +240,8 @@ def test_no_key_material_in_reprs(key: Ed25519PrivateKey, signer: RecordSigner) 
     raw = key.private_bytes_raw()
     for text in (repr(signer), repr(RecordVerifier({"k1": key.public_key()}))):
         assert "k1" in text
-        assert base64.b64encode(raw).decode() not in text and raw.hex() not in text
+        assert base64.b64encode(raw).decode() not in text
+        assert raw.hex() not in text
 
 
 def test_bad_key_ids_are_refused_when_building() -> None:
@@ -257,7 +262,8 @@ def test_generate_writes_a_usable_key_pair_and_never_overwrites(
     out = capsys.readouterr().out
     private, public = tmp_path / "site-2025.key", tmp_path / "site-2025.pub"
     assert stat.S_IMODE(private.stat().st_mode) == 0o600
-    assert private.read_text() not in out and "PRIVATE" not in out
+    assert private.read_text() not in out
+    assert "PRIVATE" not in out
     settings = PublisherSettings(
         dev_mode=True, signing_key=SecretStr(str(private)), signing_key_id="site-2025"
     )
@@ -268,11 +274,13 @@ def test_generate_writes_a_usable_key_pair_and_never_overwrites(
     for spec in (line.split("SCD_SUBSCRIBER_VERIFY_KEYS=", 1)[1], f"site-2025={public}"):
         monkeypatch.setenv("SCD_SUBSCRIBER_VERIFY_KEYS", spec)
         verifier = verifier_from_settings(SubscriberSettings())
-        assert verifier is not None and verifier.verify(TOPIC, *signed(signer)) == "site-2025"
+        assert verifier is not None
+        assert verifier.verify(TOPIC, *signed(signer)) == "site-2025"
 
     before = private.read_bytes()
     assert main(["keys", "generate", "--key-id", "site-2025", "--out", str(tmp_path)]) == 1
-    assert "exists already" in capsys.readouterr().err and private.read_bytes() == before
+    assert "exists already" in capsys.readouterr().err
+    assert private.read_bytes() == before
     assert main(["keys", "generate", "--key-id", "../x", "--out", str(tmp_path)]) == 2
 
 
@@ -283,7 +291,8 @@ def test_private_key_errors_name_the_setting_never_the_value(
     for value in (raw, "base64:" + raw[:-4], str(tmp_path)):  # a raw key without its prefix
         with pytest.raises(ConfigError, match="SCD_PUBLISHER_SIGNING_KEY") as caught:
             load_private_key(value, "SCD_PUBLISHER_SIGNING_KEY")
-        assert raw[:20] not in str(caught.value) and str(tmp_path) not in str(caught.value)
+        assert raw[:20] not in str(caught.value)
+        assert str(tmp_path) not in str(caught.value)
     pub = tmp_path / "k.pub"
     pub.write_bytes(key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo))
     with pytest.raises(ConfigError, match="not an unencrypted PEM private key"):
@@ -296,13 +305,15 @@ def test_publisher_signing_settings_keep_the_key_secret(key: Ed25519PrivateKey) 
     secret = "base64:" + base64.b64encode(key.private_bytes_raw()).decode()
     with pytest.raises(ValidationError) as caught:
         PublisherSettings.model_validate({"dev_mode": True, "signing_key": secret})
-    assert "SIGNING_KEY_ID" in str(caught.value) and secret[7:30] not in str(caught.value)
+    assert "SIGNING_KEY_ID" in str(caught.value)
+    assert secret[7:30] not in str(caught.value)
     with pytest.raises(ValidationError):
         PublisherSettings(dev_mode=True, signing_key=SecretStr(secret), signing_key_id="bad id")
     settings = PublisherSettings.model_validate(
         {"dev_mode": True, "signing_key": secret, "signing_key_id": "k1"}
     )
-    assert secret[7:30] not in repr(settings) and secret[7:30] not in str(settings.model_dump())
+    assert secret[7:30] not in repr(settings)
+    assert secret[7:30] not in str(settings.model_dump())
     assert signer_from_settings(settings) is not None
     assert signer_from_settings(PublisherSettings(dev_mode=True)) is None
 
@@ -315,7 +326,8 @@ def test_subscriber_verify_keys_setting(
     new = Ed25519PrivateKey.generate()
     monkeypatch.setenv("SCD_SUBSCRIBER_VERIFY_KEYS", f" old={raw_b64(key)} , new={raw_b64(new)},")
     verifier = verifier_from_settings(SubscriberSettings())
-    assert verifier is not None and verifier.key_ids == ("new", "old")
+    assert verifier is not None
+    assert verifier.key_ids == ("new", "old")
     for bad in ("old", "old=", "a b=base64:x", f"k={raw_b64(key)},k={raw_b64(new)}"):
         monkeypatch.setenv("SCD_SUBSCRIBER_VERIFY_KEYS", bad)
         with pytest.raises(ValidationError, match="verify_keys"):

@@ -74,12 +74,14 @@ def test_a_failing_loop_is_restarted_counted_and_logged_with_its_traceback(
 
     thread = supervisor.spawn(name, failing(5, run_until_stopped), backoff=FAST)
     assert running.wait(5.0), "the loop was never restarted after its failures"
-    assert thread.restarts == 5 and not thread.down
+    assert thread.restarts == 5
+    assert not thread.down
     assert restarts(registry, name) - before == 5
     logs = restart_logs(caplog, name)
     assert len(logs) == 5
     assert all(r.levelno == logging.ERROR and r.exc_info for r in logs)
-    assert "Traceback" in caplog.text and "RuntimeError: boom 1" in caplog.text
+    assert "Traceback" in caplog.text
+    assert "RuntimeError: boom 1" in caplog.text
     assert "in loop" in caplog.text  # the failing frame
     # Back-off: doubles from the initial pause, capped at max_s.
     assert delays(logs) == pytest.approx([0.01, 0.02, 0.04, 0.04, 0.04])
@@ -108,9 +110,8 @@ def test_the_back_off_starts_again_after_a_healthy_run(
     assert delays(restart_logs(caplog, name)) == pytest.approx([0.01, 0.02, 0.01, 0.02])
 
 
-def test_a_thread_is_down_between_failure_and_restart(
-    supervisor: Supervisor, registry: CollectorRegistry
-) -> None:
+@pytest.mark.usefixtures("registry")
+def test_a_thread_is_down_between_failure_and_restart(supervisor: Supervisor) -> None:
     name = "test-down"
     restarted = threading.Event()
 
@@ -123,10 +124,13 @@ def test_a_thread_is_down_between_failure_and_restart(
     thread = supervisor.spawn(name, failing(1, run_until_stopped), backoff=slow)
     wait_for(lambda: thread.down, what="the thread to be down after its failure")
     ok, reason = supervisor.health()
-    assert not ok and name in reason and "RuntimeError" in reason
+    assert not ok
+    assert name in reason
+    assert "RuntimeError" in reason
     assert supervisor.down() == [thread]
     assert restarted.wait(5.0)
-    assert not thread.down and supervisor.health()[0]
+    assert not thread.down
+    assert supervisor.health()[0]
     assert thread.last_error == "RuntimeError"
 
 
@@ -140,7 +144,8 @@ def test_an_unexpected_return_is_a_restart_too(supervisor: Supervisor) -> None:
 
     thread = supervisor.spawn("test-returned", loop, backoff=FAST)
     wait_for(lambda: len(calls) >= 3, what="two restarts of a loop that returned")
-    assert thread.restarts == 2 and thread.last_error == "returned"
+    assert thread.restarts == 2
+    assert thread.last_error == "returned"
 
 
 # pytest reports any exception ending a thread; here that end is the behaviour under test.
@@ -151,7 +156,9 @@ def test_system_exit_ends_the_thread_for_good_and_it_stays_down(supervisor: Supe
 
     thread = supervisor.spawn("test-exit", loop, backoff=FAST)
     thread.join(5.0)
-    assert not thread.is_alive() and thread.down and thread.restarts == 0
+    assert not thread.is_alive()
+    assert thread.down
+    assert thread.restarts == 0
     assert not supervisor.health()[0]
 
 
@@ -162,7 +169,8 @@ def test_stop_during_the_back_off_returns_promptly_and_is_not_down() -> None:
     started = time.monotonic()
     thread.stop(5.0)
     assert time.monotonic() - started < 2.0
-    assert not thread.is_alive() and not thread.down
+    assert not thread.is_alive()
+    assert not thread.down
 
 
 def test_a_failure_once_stopping_ends_the_thread_quietly(registry: CollectorRegistry) -> None:
@@ -174,7 +182,9 @@ def test_a_failure_once_stopping_ends_the_thread_quietly(registry: CollectorRegi
 
     thread = SupervisedThread("test-stopping", loop, stop=stop, backoff=FAST).start()
     thread.join(5.0)
-    assert not thread.is_alive() and not thread.down and thread.restarts == 0
+    assert not thread.is_alive()
+    assert not thread.down
+    assert thread.restarts == 0
     assert restarts(registry, "test-stopping") == 0
 
 

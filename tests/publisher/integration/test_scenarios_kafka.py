@@ -67,7 +67,8 @@ def test_scenario_1_every_action_is_accepted_and_empty_paths_refused(
         response = kafka_client.post("/distribute", json=body)
         assert response.status_code == 200, response.text
         offsets.append(response.json()["offset"])
-    assert offsets == sorted(offsets) and len(set(offsets)) == 4
+    assert offsets == sorted(offsets)
+    assert len(set(offsets)) == 4
     records = read_all(kafka_journal, kafka_agent.topics.package)
     assert [r.offset for r in records] == offsets
     types = [decode(r.headers, r.value).req_type for r in records]  # type: ignore[attr-defined]
@@ -174,7 +175,8 @@ def test_scenario_9_min_offset_10_to_13_gives_exactly_3_events(
     events = [e for r in records if (e := distributed_event(r.headers, r.value)) is not None]
     assert [e["offset"] for e in events] == offsets[11:14]
     assert {e["pubAgentName"] for e in events} == {kafka_agent.settings.agent_name}
-    assert events[0]["paths"] == ["/p11"] and events[0]["application"] == "pub-1"
+    assert events[0]["paths"] == ["/p11"]
+    assert events[0]["application"] == "pub-1"
     client = TestClient(create_app(kafka_agent), headers=AUTH)
     assert "scd_distributed_events_total 3.0" in client.get("/metrics").text
 

@@ -57,14 +57,19 @@ def test_5mb_tree_distributes_as_one_spilled_package(
     response = client.post("/distribute", json={"action": "ADD", "deepPaths": ["/tree"]})
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["spilled"] is True and body["size"] > 5 * MB and body["nodeCount"] == 511
+    assert body["spilled"] is True
+    assert body["size"] > 5 * MB
+    assert body["nodeCount"] == 511
     (message,) = package_messages(kafka_journal, agent.topics.package)
-    assert message.pkg_binary_ref == body["blobKey"] and message.pkg_binary == b""
+    assert message.pkg_binary_ref == body["blobKey"]
+    assert message.pkg_binary == b""
     stored = blobs.get_bytes(message.pkg_binary_ref)
-    assert checksum(stored) == message.checksum and len(stored) == message.pkg_length
+    assert checksum(stored) == message.checksum
+    assert len(stored) == message.pkg_length
     assert blobs.head(message.pkg_binary_ref).metadata[OFFSET_METADATA] == str(body["offset"])
     package = decode_package(stored)
-    assert len(package.nodes) == 511 and package.package_id == message.pkg_id
+    assert len(package.nodes) == 511
+    assert package.package_id == message.pkg_id
 
 
 def test_900kb_file_with_a_high_binary_threshold_spills_the_package(
@@ -77,24 +82,24 @@ def test_900kb_file_with_a_high_binary_threshold_spills_the_package(
     agent = make_kafka_agent(binary_threshold_bytes=10 * MB)
     client = TestClient(create_app(agent), headers=AUTH)
     body = client.post("/distribute", json={"action": "ADD", "paths": ["/file.bin"]}).json()
-    assert body["spilled"] is True and body["binariesReferenced"] == 0
+    assert body["spilled"] is True
+    assert body["binariesReferenced"] == 0
     (message,) = package_messages(kafka_journal, agent.topics.package)
     node = decode_package(blobs.get_bytes(message.pkg_binary_ref)).nodes[0]
     assert node.properties["jcr:data"].binary_value.inline == (tmp_path / "file.bin").read_bytes()
 
 
+@pytest.mark.usefixtures("blobs")
 def test_package_over_the_maximum_is_refused_with_413(
-    make_kafka_agent: KafkaAgentFactory,
-    kafka_journal: KafkaJournal,
-    blobs: S3BlobStore,
-    tmp_path: Path,
+    make_kafka_agent: KafkaAgentFactory, kafka_journal: KafkaJournal, tmp_path: Path
 ) -> None:
     write_tree(tmp_path / "tree", files=300, size=10 * 1000)
     agent = make_kafka_agent(max_package_bytes=2 * MB)
     client = TestClient(create_app(agent), headers=AUTH)
     response = client.post("/distribute", json={"action": "ADD", "deepPaths": ["/tree"]})
     assert response.status_code == 413
-    assert response.json()["limit"] == 2 * MB and response.json()["size"] > 2 * MB
+    assert response.json()["limit"] == 2 * MB
+    assert response.json()["size"] > 2 * MB
     assert package_messages(kafka_journal, agent.topics.package) == []
 
 
@@ -148,7 +153,8 @@ def test_cleanup_deletes_below_earliest_keeps_recent_and_stamps_orphans(
     # The segment-rolling package may have expired meanwhile too: the rule decides.
     rolled_gone = rolls["offset"] < result["earliestOffset"]
     assert blobs.exists(rolls["blobKey"]) is not rolled_gone
-    assert result["deleted"] == 2 + rolled_gone and result["stamped"] == 1
+    assert result["deleted"] == 2 + rolled_gone
+    assert result["stamped"] == 1
 
 
 @pytest.mark.slow
@@ -170,7 +176,8 @@ def test_scenario_10_journal_outage_fails_clearly_then_recovers(
         response = client.post("/distribute", json=body)
         elapsed = time.monotonic() - started
         assert response.status_code == 503, response.text
-        assert "Kafka" in response.json()["detail"] and response.headers["retry-after"]
+        assert "Kafka" in response.json()["detail"]
+        assert response.headers["retry-after"]
         assert elapsed < 30
         assert client.get("/ready").status_code == 503
     finally:

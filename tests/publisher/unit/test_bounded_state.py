@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from journal.api import Record
+from journal.ratelog import RateLimitedLog
 from journal.wire.messages import (
     DiscoveryMessage,
     LogMessage,
@@ -25,7 +26,6 @@ from publisher.api import create_app
 from publisher.discovery import DiscoveryView, now_ms
 from publisher.error_queues import ErrorQueues
 from publisher.metrics import PublisherMetrics
-from journal.ratelog import RateLimitedLog
 from tests.publisher.conftest import AUTH, AgentFactory
 
 FORGED = 50_000
@@ -58,7 +58,8 @@ def test_the_view_keeps_the_most_recently_announced(caplog: pytest.LogCaptureFix
     view = DiscoveryView(ttl_s=30, max_subscribers=MAX_SUBSCRIBERS, metrics=metrics)
     caplog.set_level(logging.WARNING, "publisher.discovery")
     names = announce_forged(view, FORGED)
-    assert len(view) == MAX_SUBSCRIBERS and view.dropped == FORGED - MAX_SUBSCRIBERS
+    assert len(view) == MAX_SUBSCRIBERS
+    assert view.dropped == FORGED - MAX_SUBSCRIBERS
     assert {s.queue_name for s in view.alive()} == set(names[-MAX_SUBSCRIBERS:])
     dropped = metrics.registry.get_sample_value("scd_discovery_dropped_total")
     assert dropped == FORGED - MAX_SUBSCRIBERS
@@ -66,7 +67,8 @@ def test_the_view_keeps_the_most_recently_announced(caplog: pytest.LogCaptureFix
     assert len([r for r in caplog.records if "discovery view full" in r.getMessage()]) == 1
     # A real subscriber dropped by the flood is back with its next announcement.
     view.handle(announcement("real"), Record("d", 0, 0, now_ms(), None, {}, b""))
-    assert view.get("real-subscriber") is not None and len(view) == MAX_SUBSCRIBERS
+    assert view.get("real-subscriber") is not None
+    assert len(view) == MAX_SUBSCRIBERS
 
 
 def test_queues_answer_and_metric_series_stay_small(make_agent: AgentFactory) -> None:
@@ -75,9 +77,11 @@ def test_queues_answer_and_metric_series_stay_small(make_agent: AgentFactory) ->
     first = announce_forged(agent.discovery, FORGED)
     response = client.get("/queues")
     assert response.headers["x-total-count"] == str(MAX_SUBSCRIBERS)
-    assert len(response.json()) == 100 and len(response.content) < ONE_MB
+    assert len(response.json()) == 100
+    assert len(response.content) < ONE_MB
     largest = client.get("/queues", params={"limit": 1000})
-    assert len(largest.json()) == MAX_SUBSCRIBERS and len(largest.content) < ONE_MB
+    assert len(largest.json()) == MAX_SUBSCRIBERS
+    assert len(largest.content) < ONE_MB
     assert len(client.get("/subscribers", params={"limit": 1000}).content) < ONE_MB
 
     text = client.get("/metrics").text
@@ -87,7 +91,8 @@ def test_queues_answer_and_metric_series_stay_small(make_agent: AgentFactory) ->
     second = announce_forged(agent.discovery, MAX_SUBSCRIBERS)
     text = client.get("/metrics").text
     assert text.count("scd_queue_size{") == MAX_SUBSCRIBERS
-    assert f'queue="{second[0]}"' in text and f'queue="{first[-1]}"' not in text
+    assert f'queue="{second[0]}"' in text
+    assert f'queue="{first[-1]}"' not in text
 
 
 def failed(errors: ErrorQueues, sling_id: str, offset: int) -> None:
@@ -115,7 +120,8 @@ def test_error_queues_track_a_bounded_number_of_subscribers() -> None:
         failed(errors, f"s{i}", 7)
         logged(errors, f"s{i}", 7, "disk full")
     assert errors.tracked() == 100
-    assert errors.size("s4999-sub") == 1 and errors.size("s0-sub") == 0
+    assert errors.size("s4999-sub") == 1
+    assert errors.size("s0-sub") == 0
     assert errors.last_error("s4999-sub", 7) is not None
     assert len(errors._ages) == 100  # the dropped subscribers' errors went with them
     sample = metrics.registry.get_sample_value
@@ -128,10 +134,12 @@ def test_failed_offsets_and_error_texts_are_bounded(monkeypatch: pytest.MonkeyPa
     errors = ErrorQueues("publish")
     for offset in range(60):
         failed(errors, "s", offset)
-    assert errors.size("s-sub") == 50 and errors.offsets("s-sub", 0, 1) == [10]
+    assert errors.size("s-sub") == 50
+    assert errors.offsets("s-sub", 0, 1) == [10]
     for offset in range(100):  # 8000 characters kept each (message and stack trace)
         logged(errors, f"s{offset % 3}", offset, "e" * 10_000)
-    assert errors._error_chars <= 100_000 and errors.last_error("s0-sub", 99) is not None
+    assert errors._error_chars <= 100_000
+    assert errors.last_error("s0-sub", 99) is not None
     assert errors.last_error("s0-sub", 0) is None  # the oldest went first
 
 

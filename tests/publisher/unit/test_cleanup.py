@@ -48,7 +48,9 @@ def test_cleanup_deletes_below_earliest_stamps_orphans_and_keeps_the_rest(
     result = cleanup.run()
     assert (result.earliest_offset, result.latest_offset) == (5, 8)
     assert (result.deleted, result.stamped, result.kept, result.failed) == (1, 2, 1, 0)
-    assert not blobs.exists(old) and blobs.exists(live) and blobs.exists(cas.key)
+    assert not blobs.exists(old)
+    assert blobs.exists(live)
+    assert blobs.exists(cas.key)
     assert blobs.head(orphan).metadata[OFFSET_METADATA] == "8"
     assert blobs.head(bad).metadata[OFFSET_METADATA] == "8"
 
@@ -58,7 +60,8 @@ def test_cleanup_deletes_below_earliest_stamps_orphans_and_keeps_the_rest(
     journal.expire_now()
     put_packages(journal, 1, topic=TOPIC)
     second = cleanup.run()
-    assert second.deleted == 3 and list(blobs.list("packages/")) == []
+    assert second.deleted == 3
+    assert list(blobs.list("packages/")) == []
     assert blobs.exists(cas.key)
 
 

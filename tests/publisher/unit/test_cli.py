@@ -32,7 +32,8 @@ def test_distribute_queues_clear_and_cleanup(
     auth = ["--url", url, "--token", TOKEN]
     assert main(["distribute", "ADD", "--deep", "/a", *auth]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["offset"] == 0 and result["spilled"] is False
+    assert result["offset"] == 0
+    assert result["spilled"] is False
 
     requests = "\n".join(json.dumps({"action": "TEST", "paths": [f"/t{i}"]}) for i in range(3))
     batch = content_root.parent / "requests.jsonl"
@@ -45,7 +46,8 @@ def test_distribute_queues_clear_and_cleanup(
     wait_for(lambda: agent.queues.summaries(), what="the subscriber's queue")
     assert main(["queues", "--url", url]) == 0
     table = capsys.readouterr().out
-    assert sub.queue_name in table and "RUNNING" in table
+    assert sub.queue_name in table
+    assert "RUNNING" in table
 
     assert main(["clear", sub.queue_name, "head", *auth]) == 0
     assert json.loads(capsys.readouterr().out)
@@ -56,7 +58,8 @@ def test_distribute_queues_clear_and_cleanup(
 def test_errors_are_one_line(url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["distribute", "ADD", "/a", "--url", url]) == 1  # no token
     err = capsys.readouterr().err
-    assert "HTTP 401" in err and err.count("\n") == 1
+    assert "HTTP 401" in err
+    assert err.count("\n") == 1
     assert main(["queues", "--url", "http://127.0.0.1:9"]) == 1
     assert "unreachable" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"

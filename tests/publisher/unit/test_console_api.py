@@ -37,9 +37,11 @@ def test_page_and_assets_come_from_the_publisher_with_a_strict_policy(
     client: TestClient,
 ) -> None:
     page = client.get("/console")
-    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
     policy = page.headers["content-security-policy"]
-    assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+    assert "script-src 'self'" in policy
+    assert "frame-ancestors 'none'" in policy
     assert "unsafe-inline" not in policy
     # Offline machines: every asset the page names is served here, nothing from elsewhere.
     referenced = re.findall(r'(?:src|href)="([^"]+)"', page.text)
@@ -49,9 +51,11 @@ def test_page_and_assets_come_from_the_publisher_with_a_strict_policy(
         "/console/assets/text.js",
         "data:,",  # an empty icon: no /favicon.ico request
     ]
-    assert "http://" not in page.text and "https://" not in page.text
+    assert "http://" not in page.text
+    assert "https://" not in page.text
     js = client.get("/console/assets/console.js")
-    assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+    assert js.status_code == 200
+    assert js.headers["content-type"].startswith("text/javascript")
     assert client.get("/console/assets/console.css").headers["content-type"].startswith("text/css")
     for name in ("index.html", "..%2F..%2Fapi%2Froutes%2Fconsole.py", "nope.js"):
         assert client.get(f"/console/assets/{name}").status_code == 404
@@ -63,8 +67,10 @@ def test_script_builds_the_page_from_text_nodes_only() -> None:
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert sink not in script, sink
     # The token travels in a header only, never in a URL or a cookie.
-    assert "Authorization" in script and "document.cookie" not in script
-    assert "sessionStorage" in script and "localStorage" not in script
+    assert "Authorization" in script
+    assert "document.cookie" not in script
+    assert "sessionStorage" in script
+    assert "localStorage" not in script
 
 
 def test_latest_packages_newest_first_with_import_counts(
@@ -78,14 +84,19 @@ def test_latest_packages_newest_first_with_import_counts(
     wait_queue(client, "b-subscriber", size=2)
     wait_queue(client, "a-subscriber", errorQueueSize=1)
     view = packages(client, limit=3)
-    assert view["subscribers"] == 2 and view["nextOffset"] == offsets[3] + 1
+    assert view["subscribers"] == 2
+    assert view["nextOffset"] == offsets[3] + 1
     rows = view["packages"]
     assert [r["offset"] for r in rows] == offsets[:0:-1]
     assert [r["imported"] for r in rows] == [1, 0, 2]
     assert [r["failed"] for r in rows] == [0, 1, 0]
     first = rows[-1]
-    assert first["action"] == "DELETE" and first["paths"] == ["/p1"] and first["spilled"] is False
-    assert first["size"] > 0 and first["ageS"] >= 0 and first["packageId"]
+    assert first["action"] == "DELETE"
+    assert first["paths"] == ["/p1"]
+    assert first["spilled"] is False
+    assert first["size"] > 0
+    assert first["ageS"] >= 0
+    assert first["packageId"]
     assert client.get("/console/api/packages", params={"limit": 0}).status_code == 422
 
 
@@ -110,14 +121,18 @@ def test_packages_from_before_the_publisher_started_are_fetched_once(
     rows = packages(client)["packages"]
     assert [r["offset"] for r in rows] == earlier[::-1]
     # Markup and terminal escapes come back as the JSON strings they are; the page escapes.
-    assert rows[0]["paths"] == [EVIL] and rows[0]["deepPaths"] == [EVIL]
-    assert all(r["spilled"] for r in rows) and {r["imported"] for r in rows} == {0}
+    assert rows[0]["paths"] == [EVIL]
+    assert rows[0]["deepPaths"] == [EVIL]
+    assert all(r["spilled"] for r in rows)
+    assert {r["imported"] for r in rows} == {0}
     assert {r["failed"] for r in rows} == {0}
 
 
 def test_events_show_what_the_leader_sent(client: TestClient, journal: SqliteJournal) -> None:
     view = client.get("/console/api/events").json()
-    assert view["events"] == [] and view["error"] is None and view["topic"] == "scd.event"
+    assert view["events"] == []
+    assert view["error"] is None
+    assert view["topic"] == "scd.event"
     s = subscriber(journal, "s")
     s.announce(-1)
     wait_queue(client, "s-subscriber")
@@ -132,7 +147,8 @@ def test_events_show_what_the_leader_sent(client: TestClient, journal: SqliteJou
 
     events = wait_for(sent, what="three distributed events")
     assert [e["offset"] for e in events] == offsets[::-1]
-    assert events[0]["paths"] == ["/p2"] and events[0]["application"] == "pub-1"
+    assert events[0]["paths"] == ["/p2"]
+    assert events[0]["application"] == "pub-1"
     limited = client.get("/console/api/events", params={"limit": 1}).json()["events"]
     assert [e["offset"] for e in limited] == [offsets[-1]]
     assert READ_WINDOW >= 100  # the page asks for far fewer
@@ -155,8 +171,10 @@ def test_head_errors_name_each_failing_queue_once(
         return errors if errors and errors[0]["message"].startswith("<b>") else []
 
     (error,) = wait_for(reported, what="the head error")
-    assert error["queue"] == "f-subscriber" and error["offset"] == offsets[0]
-    assert error["message"] == "<b>disk</b> \x1b[31mfull" and error["attempts"] == 2
+    assert error["queue"] == "f-subscriber"
+    assert error["offset"] == offsets[0]
+    assert error["message"] == "<b>disk</b> \x1b[31mfull"
+    assert error["attempts"] == 2
 
 
 def test_console_reads_need_no_token_and_actions_stay_guarded(agent: PublisherAgent) -> None:
@@ -167,7 +185,8 @@ def test_console_reads_need_no_token_and_actions_stay_guarded(agent: PublisherAg
     # The page acts through the API; without the token those refuse and change nothing.
     before = agent.cache.next_offset
     refused = anonymous.post("/distribute", json={"action": "DELETE", "paths": ["/x"]})
-    assert refused.status_code == 401 and anonymous.post("/cleanup").status_code == 401
+    assert refused.status_code == 401
+    assert anonymous.post("/cleanup").status_code == 401
     assert agent.journal.latest_offset(agent.topics.package) == before
 
 
@@ -184,4 +203,5 @@ def test_a_hundred_subscribers_answer_quickly(client: TestClient, journal: Sqlit
         subscriber(journal, f"s{i:03d}").announce(i % 2 - 1)
     wait_for(lambda: client.get("/agent").json()["queues"] == 100, what="100 queues")
     view = packages(client)
-    assert view["subscribers"] == 100 and {r["imported"] for r in view["packages"]} == {0, 50}
+    assert view["subscribers"] == 100
+    assert {r["imported"] for r in view["packages"]} == {0, 50}

@@ -36,12 +36,16 @@ def test_alive_within_the_ttl_with_processed_offsets() -> None:
     view = DiscoveryView(ttl_s=30, clock_ms=clock)
     announce(view, "s1", clock.now, offset=7, retries=1)
     (sub,) = view.alive()
-    assert sub.queue_name == "s1-sub" and sub.editable and sub.max_retries == 2
-    assert sub.states["publish"].offset == 7 and sub.states["publish"].retries == 1
+    assert sub.queue_name == "s1-sub"
+    assert sub.editable
+    assert sub.max_retries == 2
+    assert sub.states["publish"].offset == 7
+    assert sub.states["publish"].retries == 1
     clock.now += 29_000
     assert view.get("s1-sub") is not None
     clock.now += 2_000
-    assert view.alive() == [] and view.get("s1-sub") is None
+    assert view.alive() == []
+    assert view.get("s1-sub") is None
 
 
 def test_old_announcements_read_at_start_count_from_their_timestamp() -> None:

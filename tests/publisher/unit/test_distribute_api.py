@@ -43,9 +43,11 @@ def test_every_action_is_accepted_and_on_the_log_when_answered(
     assert response.status_code == 200, response.text
     body = response.json()
     (message,) = messages(journal)
-    assert body["offset"] == 0 and body["packageId"] == message.pkg_id
+    assert body["offset"] == 0
+    assert body["packageId"] == message.pkg_id
     assert message.req_type == ReqType.Value(action)
-    assert list(message.paths) == ["/p"] and message.pub_agent_name == "publish"
+    assert list(message.paths) == ["/p"]
+    assert message.pub_agent_name == "publish"
     assert message.checksum == checksum(message.pkg_binary)
     assert body["size"] == message.pkg_length == len(message.pkg_binary)
     assert body["spilled"] is False
@@ -133,11 +135,14 @@ def test_spilled_package_is_stored_by_reference_and_stamped(
     (content_root / "big.bin").write_bytes(os.urandom(900 * KIB))
     client = TestClient(create_app(agent), headers=AUTH)
     body = client.post("/distribute", json={"action": "ADD", "paths": ["/big.bin"]}).json()
-    assert body["spilled"] is True and body["size"] > 800 * KIB
+    assert body["spilled"] is True
+    assert body["size"] > 800 * KIB
     (message,) = messages(journal)
-    assert message.pkg_binary == b"" and message.pkg_binary_ref == body["blobKey"]
+    assert message.pkg_binary == b""
+    assert message.pkg_binary_ref == body["blobKey"]
     stored = blobs.get_bytes(message.pkg_binary_ref)
-    assert checksum(stored) == message.checksum and len(stored) == message.pkg_length
+    assert checksum(stored) == message.checksum
+    assert len(stored) == message.pkg_length
     assert blobs.head(message.pkg_binary_ref).metadata[OFFSET_METADATA] == str(body["offset"])
 
 
@@ -155,9 +160,11 @@ def test_package_over_the_maximum_is_refused_with_413_and_nothing_written(
     response = client.post("/distribute", json={"action": "ADD", "paths": ["/big.bin"]})
     assert response.status_code == 413
     body = response.json()
-    assert body["limit"] == 200 * KIB and body["size"] > 200 * KIB
+    assert body["limit"] == 200 * KIB
+    assert body["size"] > 200 * KIB
     assert "maximum package size" in body["detail"]
-    assert messages(journal) == [] and list(blobs.list("packages/")) == []
+    assert messages(journal) == []
+    assert list(blobs.list("packages/")) == []
 
 
 def test_message_over_the_topic_limit_is_refused_with_413(client: TestClient) -> None:
@@ -324,7 +331,9 @@ def test_content_breaking_a_rule_is_refused_with_400_naming_node_property_and_ru
     response = client.post("/distribute", json=body)
     assert response.status_code == 400, response.text
     detail = response.json()["detail"]
-    assert "'/p'" in detail and "'m'" in detail and text in detail
+    assert "'/p'" in detail
+    assert "'m'" in detail
+    assert text in detail
     if rule is not None:
         assert f"rule {rule}" in detail
     assert messages(journal) == []  # nothing reached the log

@@ -13,20 +13,25 @@ def test_entries_round_trip_with_deep_paths() -> None:
     segment.append(9, "pkg-b", ReqType.DELETE, ["/ü/x"], [], 7, 2000)
     first, second = segment.entry(0), segment.entry(1)
     assert (first.offset, first.package_id, first.action) == (5, "pkg-a", Action.ADD)
-    assert first.paths == ("/a", "/b") and first.deep_paths == ("/b",)
+    assert first.paths == ("/a", "/b")
+    assert first.deep_paths == ("/b",)
     assert (first.size, first.created_ms) == (100, 1000)
-    assert second.paths == ("/ü/x",) and second.deep_paths == () and second.action is Action.DELETE
-    assert (
-        segment.index_after(4) == 0 and segment.index_after(5) == 1 and segment.index_after(9) == 2
-    )
-    assert segment.index_of(9) == 1 and segment.index_of(6) is None
+    assert second.paths == ("/ü/x",)
+    assert second.deep_paths == ()
+    assert second.action is Action.DELETE
+    assert segment.index_after(4) == 0
+    assert segment.index_after(5) == 1
+    assert segment.index_after(9) == 2
+    assert segment.index_of(9) == 1
+    assert segment.index_of(6) is None
 
 
 def test_separator_characters_from_other_writers_cannot_corrupt_entries() -> None:
     segment = EntrySegment()
     segment.append(1, "id\x1fx", ReqType.ADD, ["/a\x1e/b", "/c"], [], 0, 0)
     entry = segment.entry(0)
-    assert entry.package_id == "id\ufffdx" and entry.paths == ("/a\ufffd/b", "/c")
+    assert entry.package_id == "id\ufffdx"
+    assert entry.paths == ("/a\ufffd/b", "/c")
 
 
 def test_entry_without_paths() -> None:
@@ -51,6 +56,7 @@ def test_drop_before_and_extend() -> None:
     head = EntrySegment()
     head.append(100, "q", ReqType.ADD, ["/q"], [], 0, 0)
     tail.extend(head)
-    assert tail.entry(3).package_id == "q" and tail.entry(2).paths == ("/9",)
+    assert tail.entry(3).package_id == "q"
+    assert tail.entry(2).paths == ("/9",)
     with pytest.raises(ValueError, match="overlap"):
         tail.extend(segment)

@@ -69,8 +69,10 @@ def test_minimum_offset_rising_from_10_to_13_gives_exactly_3_events(
     found = wait_events(journal, 3)
     assert [e["offset"] for e in found] == offsets[11:14]
     first = found[0]
-    assert first["pubAgentName"] == "publish" and first["application"] == "pub-1"
-    assert first["paths"] == ["/p11"] and first["deepPaths"] == ["/p11"]
+    assert first["pubAgentName"] == "publish"
+    assert first["application"] == "pub-1"
+    assert first["paths"] == ["/p11"]
+    assert first["deepPaths"] == ["/p11"]
     assert first["packageId"]
     wait_for(lambda: agent.events.last_offset == offsets[13])
     assert len(events(journal)) == 3
@@ -122,7 +124,8 @@ def test_only_the_leader_sends_events(make_agent: AgentFactory, journal: SqliteJ
     sub.announce(offsets[3])
     found = wait_events(journal, 3)
     assert {e["application"] for e in found} == {"pub-1"}
-    assert not two.leadership.is_leader and two.events.last_offset is None
+    assert not two.leadership.is_leader
+    assert two.events.last_offset is None
     assert two.run_events_once() == 0
 
     one.stop()
@@ -159,7 +162,8 @@ def test_events_wait_for_the_cache_when_a_subscriber_is_ahead_of_it(journal: Sql
     offsets = put_packages(journal, 5)
 
     announce(view, offsets[0])
-    assert events_of.tick() == 0 and events_of.last_offset == offsets[0]  # the start point
+    assert events_of.tick() == 0
+    assert events_of.last_offset == offsets[0]
     announce(view, offsets[4])
     assert events_of.tick() == 0  # the cache has read nothing yet
     assert events_of.last_offset == offsets[0]

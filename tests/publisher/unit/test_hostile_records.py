@@ -84,7 +84,8 @@ def test_queue_cache_skips_out_of_range_packages_and_keeps_reading(
         assert [e.offset for e in cache.items_after(-1)] == good
         assert {e.action.value for e in cache.items_after(-1)} == {"ADD"}
         assert bad_count(metrics.registry, PACKAGE_TOPIC) == 7
-        assert cache.thread is not None and cache.thread.is_alive()
+        assert cache.thread is not None
+        assert cache.thread.is_alive()
         # One line for the first bad record, the other six are only counted.
         assert len([r for r in caplog.records if "bad record" in r.getMessage()]) == 1
         more = put_packages(journal, 1)
@@ -98,7 +99,8 @@ def test_a_refused_entry_leaves_the_segment_consistent() -> None:
     with pytest.raises(OverflowError):
         segment.append(1, "id", 200, ["/a"], [], 10, 5)
     segment.append(2, "id2", int(ReqType.DELETE), ["/b"], [], 10, 5)
-    assert len(segment) == 1 and segment.entry(0).paths == ("/b",)
+    assert len(segment) == 1
+    assert segment.entry(0).paths == ("/b",)
 
 
 # ---------------------------------------------------------------- discovery and status

@@ -20,7 +20,8 @@ def test_exactly_one_holder_and_takeover_on_stop(tmp_path: Path) -> None:
     wait_for(lambda: one.is_leader)
     two = FileLockLeadership(path, RETRY_S).start(lambda v: changes.append(("two", v)))
     time.sleep(0.2)
-    assert one.is_leader and not two.is_leader
+    assert one.is_leader
+    assert not two.is_leader
     one.stop()
     wait_for(lambda: two.is_leader)
     two.stop()
@@ -43,7 +44,8 @@ def test_lock_is_released_when_the_holding_process_is_killed(tmp_path: Path) -> 
         text=True,
     )
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "locked"
         follower = FileLockLeadership(path, RETRY_S).start()
         time.sleep(0.2)
         assert not follower.is_leader

@@ -92,7 +92,8 @@ def test_large_binaries_go_to_the_blob_store_once(blobs: LocalBlobStore, tree: P
     second = b.build(DistributeRequest(action="ADD", paths=["/site/en/big.bin"]))  # type: ignore[arg-type]
     node = decode_package(first.data).nodes[0]
     ref = node.properties["jcr:data"].binary_value.ref
-    assert ref.size == THRESHOLD + 1 and ref.key.startswith("cas/sha256/")
+    assert ref.size == THRESHOLD + 1
+    assert ref.key.startswith("cas/sha256/")
     assert blobs.get_bytes(ref.key) == (tree / "site/en/big.bin").read_bytes()
     assert first.blob_refs[0].key == second.blob_refs[0].key
     assert len(list(blobs.list("cas/"))) == 1
@@ -106,7 +107,8 @@ def test_non_add_actions_carry_paths_only_and_fresh_ids(
     one = b.build(DistributeRequest.model_validate({"action": action, "paths": ["/site"]}))
     two = b.build(DistributeRequest.model_validate({"action": action, "paths": ["/site"]}))
     package = decode_package(one.data)
-    assert package.nodes == [] and [r.path for r in package.roots] == ["/site"]
+    assert package.nodes == []
+    assert [r.path for r in package.roots] == ["/site"]
     assert one.package_id != two.package_id
 
 
@@ -179,7 +181,8 @@ def test_package_over_the_maximum_is_refused_with_size_and_limit(
     b = builder(blobs, content_root, max_package_bytes=3000)
     with pytest.raises(PackageTooLarge) as info:
         b.build(DistributeRequest.model_validate({"action": "ADD", "deepPaths": ["/d"]}))
-    assert info.value.limit == 3000 and info.value.size > 3000
+    assert info.value.limit == 3000
+    assert info.value.size > 3000
     assert "3000" in str(info.value)
 
 

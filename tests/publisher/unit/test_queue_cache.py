@@ -58,7 +58,8 @@ def test_garbage_records_are_counted_and_skipped(journal: SqliteJournal, topic: 
     put_packages(journal, 1)
     drain(cache)
     assert cache.size == 1
-    assert cache.counts["undecodable"] == 1 and cache.counts["unknown_type"] == 2
+    assert cache.counts["undecodable"] == 1
+    assert cache.counts["unknown_type"] == 2
     samples = cache.metrics.skipped_records.labels(topic, "undecodable")._value.get()
     assert samples == 1
 
@@ -71,7 +72,8 @@ def test_head_fetch_fills_older_ranges_once_for_concurrent_callers(
     cache.open()
     new = put_packages(journal, 5)
     drain(cache)
-    assert cache.count_after(-1) == 5 and cache.covered_from == 2000
+    assert cache.count_after(-1) == 5
+    assert cache.covered_from == 2000
 
     threads = [threading.Thread(target=cache.ensure, args=(0,)) for _ in range(8)]
     for t in threads:
@@ -84,10 +86,14 @@ def test_head_fetch_fills_older_ranges_once_for_concurrent_callers(
     assert [e.offset for e in cache.items_after(1990, skip=5, limit=10)] == list(
         range(1996, 2000)
     ) + new
-    assert cache.head_after(1999) is not None and cache.head_after(1999)[0] == 2000  # type: ignore[index]
+    head = cache.head_after(1999)
+    assert head is not None
+    assert head[0] == 2000
     assert cache.last_offset_upto(-1, 2003) == 2002
     assert [e.offset for e in cache.entries_between(1997, 2001)] == [1998, 1999, 2000, 2001]
-    assert cache.entry_at(1234) is not None and cache.entry_at(1234).offset == 1234  # type: ignore[union-attr]
+    entry = cache.entry_at(1234)
+    assert entry is not None
+    assert entry.offset == 1234
 
 
 def test_fetch_below_the_earliest_retained_offset(journal: SqliteJournal) -> None:

@@ -73,15 +73,19 @@ def test_two_subscribers_queues_appear_and_drain(
     b.announce(offsets[0])
     qa = wait_queue(client, "a-subscriber", size=3)
     qb = wait_queue(client, "b-subscriber", size=2)
-    assert qa["state"] == "RUNNING" and qa["headOffset"] == offsets[0]
-    assert qb["headOffset"] == offsets[1] and qb["processedOffset"] == offsets[0]
+    assert qa["state"] == "RUNNING"
+    assert qa["headOffset"] == offsets[0]
+    assert qb["headOffset"] == offsets[1]
+    assert qb["processedOffset"] == offsets[0]
     assert client.get("/agent").json()["state"] == "RUNNING"
     a.announce(offsets[-1])
     b.announce(offsets[-1])
     wait_queue(client, "a-subscriber", size=0, state="IDLE")
     wait_queue(client, "b-subscriber", size=0, state="IDLE")
     agent = client.get("/agent").json()
-    assert agent["state"] == "IDLE" and agent["queues"] == 2 and agent["leader"] is True
+    assert agent["state"] == "IDLE"
+    assert agent["queues"] == 2
+    assert agent["leader"] is True
     subs = client.get("/subscribers").json()
     assert [s["queueName"] for s in subs] == ["a-subscriber", "b-subscriber"]
     assert subs[0]["states"] == [{"pubAgentName": "publish", "offset": offsets[-1], "retries": 0}]
@@ -102,9 +106,13 @@ def test_head_failing_repeatedly_blocks_the_queue_and_the_agent(
         lambda: (p := client.get("/queues/s-subscriber").json())["items"][0]["lastError"] and p
     )
     head, second = page["items"]
-    assert head["id"] == f"scd.package-0@{offsets[0]}" and head["attempts"] == 3
-    assert head["lastError"]["message"] == "disk full" and second["attempts"] == 0
-    assert head["action"] == "DELETE" and head["paths"] == ["/p0"] and head["size"] > 0
+    assert head["id"] == f"scd.package-0@{offsets[0]}"
+    assert head["attempts"] == 3
+    assert head["lastError"]["message"] == "disk full"
+    assert second["attempts"] == 0
+    assert head["action"] == "DELETE"
+    assert head["paths"] == ["/p0"]
+    assert head["size"] > 0
 
 
 def test_subscriber_without_state_for_this_agent_has_an_idle_queue(
@@ -113,7 +121,9 @@ def test_subscriber_without_state_for_this_agent_has_an_idle_queue(
     distribute(client, 1)
     subscriber(journal, "n").announce(None)
     queue = wait_queue(client, "n-subscriber")
-    assert queue["size"] == 0 and queue["state"] == "IDLE" and queue["processedOffset"] is None
+    assert queue["size"] == 0
+    assert queue["state"] == "IDLE"
+    assert queue["processedOffset"] is None
     assert client.get("/queues/n-subscriber").json()["items"] == []
 
 
@@ -122,7 +132,8 @@ def test_items_are_paged(client: TestClient, journal: SqliteJournal) -> None:
     subscriber(journal, "s").announce(offsets[1])
     wait_queue(client, "s-subscriber", size=5)
     page = client.get("/queues/s-subscriber", params={"skip": 2, "limit": 2}).json()
-    assert page["total"] == 5 and [i["offset"] for i in page["items"]] == offsets[4:6]
+    assert page["total"] == 5
+    assert [i["offset"] for i in page["items"]] == offsets[4:6]
     assert client.get("/queues/s-subscriber", params={"skip": 50}).json()["items"] == []
 
 
@@ -141,7 +152,8 @@ def test_bad_paging_is_refused(
 def test_unknown_queue_is_404(client: TestClient) -> None:
     for path in ["/queues/nope", "/queues/nope/errors"]:
         response = client.get(path)
-        assert response.status_code == 404 and "nope" in response.json()["detail"]
+        assert response.status_code == 404
+        assert "nope" in response.json()["detail"]
     response = client.post("/queues/nope/clear", json={"mode": "all"})
     assert response.status_code == 404
 
@@ -157,12 +169,15 @@ def test_error_queue_from_removed_failed_statuses_with_last_errors(
     subscriber(journal, "other", max_retries=1, pub_agent_name="another-agent").failed(offsets[0])
     s.announce(offsets[2])
     queue = wait_queue(client, "e-subscriber", errorQueueSize=1)
-    assert queue["errorQueue"] == "e-subscriber-error" and queue["maxRetries"] == 1
+    assert queue["errorQueue"] == "e-subscriber-error"
+    assert queue["maxRetries"] == 1
     page = client.get("/queues/e-subscriber/errors").json()
     (item,) = page["items"]
-    assert item["offset"] == offsets[1] and item["attempts"] == 2
+    assert item["offset"] == offsets[1]
+    assert item["attempts"] == 2
     assert item["lastError"]["message"] == "second try failed"
-    assert item["packageId"] is not None and page["queue"] == "e-subscriber-error"
+    assert item["packageId"] is not None
+    assert page["queue"] == "e-subscriber-error"
 
 
 def test_blocking_subscriber_error_queue_shows_its_permanent_failures(
@@ -172,7 +187,8 @@ def test_blocking_subscriber_error_queue_shows_its_permanent_failures(
     b = subscriber(journal, "b", max_retries=-1)
     b.announce(-1)
     queue = wait_queue(client, "b-subscriber")
-    assert queue["errorQueue"] == "b-subscriber-error" and queue["errorQueueSize"] == 0
+    assert queue["errorQueue"] == "b-subscriber-error"
+    assert queue["errorQueueSize"] == 0
     assert client.get("/queues/b-subscriber/errors").json()["items"] == []
     # A package it can never import: skipped at once, even though it blocks on transient errors.
     b.log_error(offsets[0], "permanent: checksum mismatch")
@@ -181,7 +197,9 @@ def test_blocking_subscriber_error_queue_shows_its_permanent_failures(
     wait_queue(client, "b-subscriber", errorQueueSize=1, size=1)
     page = client.get("/queues/b-subscriber/errors").json()
     (item,) = page["items"]
-    assert page["total"] == 1 and item["offset"] == offsets[0] and item["attempts"] == 1
+    assert page["total"] == 1
+    assert item["offset"] == offsets[0]
+    assert item["attempts"] == 1
     assert item["lastError"]["message"] == "permanent: checksum mismatch"
     assert 'scd_error_queue_size{queue="b-subscriber-error"} 1.0' in client.get("/metrics").text
 
@@ -194,7 +212,8 @@ def test_queues_and_subscribers_are_paged_with_the_total_in_a_header(
     wait_for(lambda: len(queues(client)) == 5, what="5 queues")
     for path in ["/queues", "/subscribers"]:
         response = client.get(path, params={"skip": 1, "limit": 2})
-        assert response.status_code == 200 and response.headers["x-total-count"] == "5"
+        assert response.status_code == 200
+        assert response.headers["x-total-count"] == "5"
         key = "name" if path == "/queues" else "queueName"
         assert [q[key] for q in response.json()] == ["b-subscriber", "c-subscriber"]
         assert client.get(path, params={"skip": 5}).json() == []
@@ -285,7 +304,8 @@ def test_clear_of_a_non_editable_subscriber_is_409(
     subscriber(journal, "ro", editable=False).announce(-1)
     wait_queue(client, "ro-subscriber", size=1)
     response = client.post("/queues/ro-subscriber/clear", json={"mode": "all"})
-    assert response.status_code == 409 and "not editable" in response.json()["detail"]
+    assert response.status_code == 409
+    assert "not editable" in response.json()["detail"]
     assert commands(journal) == []
 
 

@@ -25,8 +25,10 @@ def test_environment_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SCD_PUBLISHER_AGENT_NAME", "agent-7")
     monkeypatch.setenv("SCD_PUBLISHER_INLINE_PACKAGE_LIMIT_BYTES", "1000")
     settings = PublisherSettings()
-    assert settings.agent_name == "agent-7" and settings.inline_package_limit_bytes == 1000
-    assert settings.api_token is not None and settings.api_token.get_secret_value() == GOOD_TOKEN
+    assert settings.agent_name == "agent-7"
+    assert settings.inline_package_limit_bytes == 1000
+    assert settings.api_token is not None
+    assert settings.api_token.get_secret_value() == GOOD_TOKEN
     assert GOOD_TOKEN not in repr(settings)
 
 

@@ -36,7 +36,8 @@ def test_package_and_command_records_are_signed(
     secret = "base64:" + base64.b64encode(key.private_bytes_raw()).decode()
     with caplog.at_level(logging.INFO):
         agent = make_agent(signing_key=secret, signing_key_id="pub-2025")
-    assert "unsigned" not in caplog.text and secret[7:] not in caplog.text
+    assert "unsigned" not in caplog.text
+    assert secret[7:] not in caplog.text
     client = TestClient(create_app(agent), headers=AUTH)
     for path in ("/a", "/b"):
         response = client.post("/distribute", json={"action": "DELETE", "paths": [path]})
@@ -45,12 +46,14 @@ def test_package_and_command_records_are_signed(
     s.announce(-1)
     wait_queue(client, "c-sub-c", size=2)
     response = client.post("/queues/c-sub-c/clear", json={"mode": "all"})
-    assert response.status_code == 200 and response.json()["commandOffset"] is not None
+    assert response.status_code == 200
+    assert response.json()["commandOffset"] is not None
 
     verifier = RecordVerifier({"pub-2025": key.public_key()})
     packages = records(journal, TOPICS.package)
     commands = records(journal, TOPICS.command)
-    assert types(packages) == ["PackageMessage"] * 2 and types(commands) == ["CommandMessage"]
+    assert types(packages) == ["PackageMessage"] * 2
+    assert types(commands) == ["CommandMessage"]
     for record in [*packages, *commands]:
         assert record.headers[SIG_KEY_HEADER] == "pub-2025"
         assert verifier.verify(record.topic, record.headers, record.value) == "pub-2025"

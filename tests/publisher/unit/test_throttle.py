@@ -61,7 +61,8 @@ def test_requests_wait_while_an_editable_subscriber_is_far_behind(
     reader.announce(offsets[0] - 1)  # 5 behind, but not editable: never throttles
     wait_for(lambda: len(agent.update_metrics()) == 1, what="the reader")
     body, _ = distribute(client, "/p5")
-    assert body["throttledS"] == 0.0 and agent.throttle_queue_size == 0
+    assert body["throttledS"] == 0.0
+    assert agent.throttle_queue_size == 0
 
     author = SimulatedSubscriber(journal, TOPICS, "author")
     author.announce(offsets[0])  # 5 items (offsets[1:] and /p5): beyond twice the limit
@@ -77,7 +78,8 @@ def test_requests_wait_while_an_editable_subscriber_is_far_behind(
     author.announce(latest - 2)  # 2 items: at the limit, not beyond
     wait_for(lambda: agent.throttle_queue_size == 2, what="the author catching up")
     body, _ = distribute(client, "/p7")
-    assert body["throttledS"] == 0.0 and throttled_total(client) == 1.0
+    assert body["throttledS"] == 0.0
+    assert throttled_total(client) == 1.0
 
 
 def test_a_stopping_publisher_stops_holding_requests_back_and_says_how_long_it_held(
@@ -92,4 +94,5 @@ def test_a_stopping_publisher_stops_holding_requests_back_and_says_how_long_it_h
     agent.stop()
     waiter.join(5.0)
     assert not waiter.is_alive(), "hold_back kept waiting after stop()"
-    assert len(held) == 1 and 0.3 <= held[0] < 5.0
+    assert len(held) == 1
+    assert 0.3 <= held[0] < 5.0
