@@ -1,7 +1,7 @@
 """The blob store contract on a real S3 server, plus what only S3 must prove: multipart
 uploads, clear errors on wrong credentials and on a missing bucket.
 
-(Unreachable servers need no server: tests/unit/test_blobstore_s3_unreachable.py.)"""
+(Unreachable servers need no server: tests/blobstore/unit/test_blobstore_s3_unreachable.py.)"""
 
 from __future__ import annotations
 

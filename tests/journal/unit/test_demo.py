@@ -108,7 +108,7 @@ def test_logs_go_to_the_file_while_the_story_stays_on_stdout(tmp_path: Path) -> 
         capture_output=True,
         text=True,
         check=True,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[3],
     )
     assert run.stdout == "story\n"
     assert run.stderr == "after\n"

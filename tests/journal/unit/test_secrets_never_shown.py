@@ -23,7 +23,7 @@ from journal.redaction import MASK, RedactingFilter, redact
 from journal.settings import JournalSettings
 from publisher.settings import PublisherSettings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCD = Path(sys.executable).with_name("scd")
 TOKEN = "tok-Zq8v1Xw3Lm5Np7Rt"
 SASL_PASSWORD = "sasl-Hq2Wc9Jf4Kd6"
