@@ -11,6 +11,7 @@ a transient one blocks the subscriber for good.
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+)
+from pydantic import SecretStr
 
 from blobstore.factory import open_blob_store
 from journal.api import Journal, Position
@@ -42,6 +51,19 @@ from tests.waiting import wait_for
 HTTP_TIMEOUT_S = 10.0
 # The subscribers: one editable (reads commands), one not; Sling's max_retries -1 for both.
 SUBSCRIBERS = {"fuzz-editable": {"editable": True}, "fuzz-plain": {"editable": False}}
+# The publisher's signing key id, when records are signed.
+KEY_ID = "fuzz-key"
+
+
+def _key_pair() -> tuple[str, str]:
+    """An Ed25519 key pair as the settings take them: ``base64:`` and the raw key."""
+    private = Ed25519PrivateKey.generate()
+    raw_private = private.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+    raw_public = private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return (
+        "base64:" + base64.b64encode(raw_private).decode(),
+        "base64:" + base64.b64encode(raw_public).decode(),
+    )
 
 
 def _instance_id(agent: SubscriberAgent) -> str:
@@ -86,8 +108,11 @@ class SubscribersUnderFire:
         prefix: str,
         kafka: KafkaService | None,
         make_store: Callable[[str], Any],
+        *,
+        signed: bool = False,
     ) -> SubscribersUnderFire:
-        """``make_store(path)``: the store of a subscriber (a DeltaStore or a MemoryStore)."""
+        """``make_store(path)``: the store of a subscriber (a DeltaStore or a MemoryStore);
+        ``signed``: the publisher signs its records and the subscribers verify them."""
         js = h.journal_settings(kafka, prefix, tmp)
         bs = h.blob_settings(None, prefix, tmp)
         journal = open_journal(js)
@@ -96,14 +121,27 @@ class SubscribersUnderFire:
         env = h.Env(journal, js, blobs, bs, tmp)
         agent_name = h.PUB if kafka is None else f"fuzz-{prefix}"
         watch = ThreadWatch()
-        settings = publisher_settings(agent_name=agent_name, leader_topic=f"{prefix}.leader")
+        private_key, public_key = _key_pair() if signed else ("", "")
+        signing: dict[str, Any] = (
+            {"signing_key": SecretStr(private_key), "signing_key_id": KEY_ID} if signed else {}
+        )
+        verify: dict[str, Any] = {"verify_keys": {KEY_ID: public_key}} if signed else {}
+        settings = publisher_settings(
+            agent_name=agent_name, leader_topic=f"{prefix}.leader", **signing
+        )
         publisher = PublisherAgent(settings, js, journal, blobs).start()
         server = AppServer(create_app(publisher), name="publisher under fire")
         server.start()
         subscribers = []
         for name, overrides in SUBSCRIBERS.items():
             sub_settings = h.subscriber_settings(
-                js, bs, tmp / name, agent_name=name, pub_agents=[agent_name], **overrides
+                js,
+                bs,
+                tmp / name,
+                agent_name=name,
+                pub_agents=[agent_name],
+                **overrides,
+                **verify,
             )
             agent = SubscriberAgent(
                 sub_settings, journal, make_store(sub_settings.store_path), blobs

@@ -44,9 +44,19 @@ MEMORY_IMPORT_TIMEOUT_S = 60.0
 SPARK_IMPORT_TIMEOUT_S = 120.0
 
 
-@pytest.fixture
-def memory_fire(tmp_path: Path, unique_name: str) -> Iterator[SubscribersUnderFire]:
-    fire = SubscribersUnderFire.start(tmp_path, unique_name, None, lambda _: MemoryStore())
+@pytest.fixture(params=["unsigned", "signed"])
+def memory_fire(
+    request: pytest.FixtureRequest, tmp_path: Path, unique_name: str
+) -> Iterator[SubscribersUnderFire]:
+    """Subscribers on in-memory stores; ``signed``: with keys configured, so that every hostile
+    package is unsigned (refused as permanent) and every hostile clear ignored."""
+    fire = SubscribersUnderFire.start(
+        tmp_path,
+        unique_name,
+        None,
+        lambda _: MemoryStore(),
+        signed=request.param == "signed",
+    )
     yield fire
     fire.close()
 
