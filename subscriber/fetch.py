@@ -8,7 +8,7 @@ byte more tells a longer blob), and a package inflates only up to the decoded-si
 from __future__ import annotations
 
 from blobstore.api import BlobStore
-from blobstore.errors import BlobNotFound, BlobStoreError
+from blobstore.errors import BlobNotFound, BlobStoreError, InvalidBlobKey
 from journal.errors import DecodeError, PermanentError, ScdError
 from journal.wire.messages import PackageMessage
 from journal.wire.package import ContentPackage, checksum, decode_package
@@ -34,6 +34,8 @@ def package_bytes(message: PackageMessage, blobs: BlobStore | None) -> bytes:
         try:
             with blobs.get(message.pkg_binary_ref) as stream:
                 data = stream.read(message.pkg_length + 1)
+        except InvalidBlobKey as exc:  # no blob store holds such a key: it never will
+            raise CorruptPackage(f"package {message.pkg_id}: {exc}") from exc
         except BlobNotFound as exc:
             raise PackageUnavailable(
                 f"package {message.pkg_id}: blob {message.pkg_binary_ref} not found"
