@@ -53,7 +53,7 @@ class KafkaSecurity(BaseModel):
 
 
 class TopicSettings(BaseModel):
-    """Topic names, partitions and retention of DESIGN §4."""
+    """Topic names, partitions and retention of the journal's five topics."""
 
     package: str = "scd.package"
     status: str = "scd.status"

@@ -1,4 +1,5 @@
-"""The journal's topics (DESIGN §4) as TopicSpecs derived from settings."""
+"""The journal's topics (package, status, discovery, command, event) as TopicSpecs derived
+from settings."""
 
 from __future__ import annotations
 

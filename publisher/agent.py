@@ -1,4 +1,4 @@
-"""The publisher agent: every DESIGN §5 concept wired together, with its background threads.
+"""The publisher agent: its concepts wired together, with its background threads.
 
 Threads: the queue cache's tail consumer; two journal pollers (discovery topic: discovery and
 log messages; status topic: status and log messages, both from the earliest record); the

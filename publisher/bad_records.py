@@ -1,6 +1,6 @@
 """Hostile or broken journal records in the publisher's readers.
 
-Records are data from the network (DESIGN §9): any writer of a topic can send an enum value out
+Records are data from the network: any writer of a topic can send an enum value out
 of range, a megabyte of agent name, a negative offset. Every field a publisher reader keeps is
 checked here; a record that fails is a *bad record*: skipped, counted in
 ``scd_publisher_bad_records_total{topic}`` and logged at most once per interval per topic.

@@ -1,5 +1,5 @@
 """Distributed events: one PackageDistributedMessage per package every alive subscriber has
-processed (DESIGN §3.1, §5). Leader only.
+processed. Leader only.
 
 When the minimum processed offset of the alive subscribers rises from ``a`` to ``b``, one event
 per cached package in ``(a, b]`` goes to the event topic, as JSON, keyed by the publisher agent

@@ -1,4 +1,4 @@
-"""Build the binary-less content package of a distribute request (DESIGN §3.2, §5).
+"""Build the binary-less content package of a distribute request.
 
 * ADD: nodes given inline in the request, and nodes exported from the content source for every
   path the request does not cover itself; a deep path brings its subtree, a shallow one the

@@ -1,4 +1,4 @@
-"""The queue cache: the packages of the package topic that queues are views of (DESIGN §5).
+"""The queue cache: the packages of the package topic that queues are views of.
 
 * A tail consumer keeps reading new packages from where the cache started (the latest offset
   at start), appending them to the newest segment.

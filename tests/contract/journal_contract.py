@@ -309,7 +309,7 @@ class JournalContract:
 
 
 def sample_messages() -> dict[str, Message]:
-    """One valid message of each protobuf type the DESIGN topics carry."""
+    """One valid message of each protobuf type the journal's topics carry."""
     return {
         "package": m.PackageMessage(
             pub_sling_id="p", pkg_id="k", req_type=m.ReqType.ADD, pkg_type="scd-content"
@@ -327,7 +327,7 @@ def sample_messages() -> dict[str, Message]:
 
 
 class GarbageOnEveryTopic:
-    """Random bytes under a known type, and unknown types, on each DESIGN topic: a poller
+    """Random bytes under a known type, and unknown types, on each journal topic: a poller
     logs, counts and skips them and delivers the next record."""
 
     def test_garbage_on_every_design_topic(self, journal: Journal, unique_name: str) -> None:

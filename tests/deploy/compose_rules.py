@@ -34,7 +34,7 @@ DOCKERFILE = DEPLOY_DIR / "Dockerfile"
 ENV_EXAMPLE = DEPLOY_DIR / ".env.example"
 SPARK_POM = DEPLOY_DIR / "spark" / "pom.xml"
 
-# The topology of DESIGN §7: infrastructure services by name, and at least this many
+# The local cluster's topology: infrastructure services by name, and at least this many
 # subscribers.
 INFRASTRUCTURE = ("kafka", "minio", "minio-buckets", "spark-master", "spark-worker")
 MIN_SUBSCRIBERS = 3

@@ -2,7 +2,7 @@
 broker, the real S3 server and real Spark/Delta stores, driven through the REST API only.
 
 One cluster serves the whole module (each Spark JVM costs 10-40 s to start); the tests run in
-order and each checks the invariants of DESIGN §8 on everything distributed so far:
+order and each checks the system's invariants on everything distributed so far:
 1. 500 mixed packages (some spilled), a subscriber that starts late from earliest: every store
    equals the reference model, queues drain, one event per package;
 2. the Kafka broker restarts during distribution: 503 while it is down, nothing accepted is

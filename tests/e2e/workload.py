@@ -7,7 +7,7 @@ sequence number in the package metadata (``e2e-seq``): reading the package topic
 which requests are on the log and at which offset, whatever the HTTP client saw (a request cut
 off by a publisher crash, or one that timed out, may still have reached the log).
 
-The model is independent of subscriber/changes.py; it applies packages by DESIGN §6 read
+The model is independent of subscriber/changes.py; it applies packages by the content semantics read
 literally, in log order:
 * ADD, deep root r: r and everything below it are removed, then the package's nodes are put;
 * ADD, shallow root r: the node r is put (properties replaced), its children stay;

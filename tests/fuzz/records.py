@@ -63,8 +63,8 @@ CONTROL_RECORD_BYTES = 48 * 1024
 # Longest "huge" string a message field gets: 3,000 two-byte characters. A message has at most
 # seven such fields outside the package topic, so it stays under CONTROL_RECORD_BYTES.
 HUGE_TEXT_CHARS = 3000
-# Clear offsets far beyond any log end a test reaches: a subscriber must refuse them (DESIGN
-# §9), and they stay beyond the end even after the packages sent later.
+# Clear offsets far beyond any log end a test reaches: a subscriber must refuse them, and they
+# stay beyond the end even after the packages sent later.
 FAR_OFFSET = 2**40
 
 # Strings that broke parsers, paths and logs elsewhere.

@@ -5,8 +5,8 @@ example (so that Hypothesis shrinks a failure to the records that cause it):
   would end, or crash-loop, the thread every queue depends on), and still caches the valid
   package written after the garbage;
 * the distributed-events read-back, which a new leader runs over the event topic, survives any
-  record there, and never resumes from an offset the package log does not have (DESIGN §9:
-  every field is sanity-checked; a forged event must not stop the events of every package).
+  record there, and never resumes from an offset the package log does not have (every field
+  is sanity-checked; a forged event must not stop the events of every package).
 """
 
 from __future__ import annotations

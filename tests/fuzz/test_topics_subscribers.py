@@ -8,7 +8,7 @@ died, no loop was restarted, and every endpoint answers (the subscribers' /ready
   hand-picked and generated records (a fixed seed), then the valid package.
 
 Commands addressed to the real subscribers only clear offsets that are negative or far beyond
-the log's end, which a subscriber must refuse (DESIGN §9); package references in the batches
+the log's end, which a subscriber must refuse; package references in the batches
 are malformed, never well-formed references to missing blobs (those are transient by design:
 a subscriber waits for the blob, so nothing behind such a record could be imported).
 """

@@ -2,7 +2,7 @@
 small path space, and the tree that applying each of them once, in order, must give.
 
 Deliberately shares no code with subscriber/changes.py: the model is a plain dict path ->
-expected node, and a package is applied by the rules of DESIGN §6 read literally:
+expected node, and a package is applied by the content semantics read literally:
 * ADD, deep root r: r and everything below it are removed, then the package's nodes are put;
 * ADD, shallow root r: the node r is put (its properties replaced), its children stay;
 * DELETE, deep root r: r and everything below it are removed; shallow: the node r only;

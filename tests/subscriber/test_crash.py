@@ -1,4 +1,5 @@
-"""Crash test of the subscriber's exactly-once import (DESIGN §6, §8 invariants 2 and 4).
+"""Crash test of the subscriber's exactly-once import: every package applied once, in order,
+whatever the crashes.
 
 A subscriber process (tests/subscriber/crash_child.py, i.e. ``python -m subscriber``) imports a
 stream of random packages from a real Kafka package topic (some spilled to a real S3 server)
