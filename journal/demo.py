@@ -134,8 +134,8 @@ def _run(workdir: Path, options: DemoOptions, story: Story, stack: ExitStack) ->
     from publisher.api import create_app
     from publisher.settings import PublisherSettings
     from subscriber.agent import SubscriberAgent
-    from subscriber.content import export_tree
     from subscriber.delta_store import DeltaStore
+    from subscriber.export import export_tree
     from subscriber.settings import SubscriberSettings
     from subscriber.spark import spark_session
 

@@ -14,8 +14,9 @@ from typing import Any
 from blobstore.factory import open_blob_store
 from journal.progress import ProgressBar
 from journal.wire.package import FILE_DATA
-from subscriber.content import export_tree, list_tree, open_binary, read_node
+from subscriber.content import list_tree, open_binary, read_node
 from subscriber.delta_store import DeltaStore
+from subscriber.export import export_tree
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
 

@@ -36,22 +36,24 @@ from publisher.content_source import DirectoryContentSource
 from subscriber.changes import new_change_set
 from subscriber.content import (
     COPY_CHUNK_BYTES,
-    MIME_PROPERTY,
-    SIDECAR_SUFFIX,
     BinaryCorrupt,
     BinaryMissing,
-    ExportError,
     NodeNotFound,
     PropertyNotFound,
-    UnsafeExportPath,
-    export_tree,
     list_tree,
     open_binary,
-    plan_export,
     read_node,
-    target_path,
 )
 from subscriber.delta_store import DeltaStore
+from subscriber.export import (
+    MIME_PROPERTY,
+    SIDECAR_SUFFIX,
+    ExportError,
+    UnsafeExportPath,
+    export_tree,
+    plan_export,
+    target_path,
+)
 from subscriber.rows import BinaryInfo, StoredNode, node_row
 from tests.subscriber.packages import add, delete, file_node, node
 
