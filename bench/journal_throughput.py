@@ -88,7 +88,7 @@ def bare_producer_config(bootstrap: str) -> dict[str, Any]:
 
 
 def bare_consumer_config(bootstrap: str) -> dict[str, Any]:
-    """KafkaJournal's consumer settings (journal/kafka.py, _consumer_config)."""
+    """KafkaJournal's consumer settings (journal/kafka_consumer.py, consumer_config)."""
     return {
         "bootstrap.servers": bootstrap,
         "group.id": f"scd-bench-{uuid.uuid4().hex}",

@@ -445,7 +445,7 @@ def test_kafka_broker_restart_loses_no_accepted_package(
     if not kafka_service.restartable:
         pytest.skip("this Kafka service cannot be stopped by tests")
     # The test's own Kafka clients report every refused connection while the broker is down.
-    caplog.set_level(logging.ERROR, logger="journal.kafka")
+    caplog.set_level(logging.ERROR, logger="journal.kafka_errors")
     cluster = run.cluster
     cluster.ensure_running()
     wait_converged(cluster)

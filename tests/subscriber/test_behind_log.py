@@ -23,7 +23,8 @@ from blobstore.factory import open_blob_store
 from journal.api import Journal
 from journal.errors import JournalUnavailable
 from journal.factory import open_journal
-from journal.kafka import KafkaConsumer, KafkaJournal, _consumer_config
+from journal.kafka import KafkaJournal
+from journal.kafka_consumer import KafkaConsumer, consumer_config
 from journal.sqlite import SqliteJournal
 from journal.wire import messages as m
 from journal.wire.package import ContentPackage
@@ -204,7 +205,7 @@ def test_a_gap_opening_while_it_runs_stops_it_even_with_accept_gap_set(
             agent.loop._consumer.close()
             agent.loop._consumer = KafkaConsumer(
                 env.js.topics.package,
-                _consumer_config({"bootstrap.servers": env.js.bootstrap_servers}),
+                consumer_config({"bootstrap.servers": env.js.bootstrap_servers}),
                 [TopicPartition(env.js.topics.package, 0, lost[0])],
                 env.journal.stall_check_s,
                 lambda topic, partition: env.journal.latest_offset(topic, partition),

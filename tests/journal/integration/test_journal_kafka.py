@@ -12,7 +12,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from journal.api import Journal, OutgoingRecord, Position, TopicSpec
 from journal.errors import JournalUnavailable
-from journal.kafka import KafkaConsumer, KafkaJournal
+from journal.kafka import KafkaJournal
+from journal.kafka_consumer import KafkaConsumer
 from tests.contract.journal_contract import (
     GarbageOnEveryTopic,
     JournalContract,

@@ -1,8 +1,8 @@
 """KafkaConsumer's records and positions, from scripted consume() batches: no broker needed.
 
-KafkaRecord reads its fields from confluent-kafka's Message on access (journal/kafka.py); these
-tests pin that it shows the same fields a stored Record would, and that poll() moves positions
-and handles error events as before.
+KafkaRecord reads its fields from confluent-kafka's Message on access
+(journal/kafka_consumer.py); these tests pin that it shows the same fields a stored Record
+would, and that poll() moves positions and handles error events as before.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_INVALID, KafkaError, Message, TopicPartition
 
-from journal import kafka
+from journal import kafka_consumer, kafka_fenced
 from journal.api import Record
 from journal.errors import JournalError
-from journal.kafka import STALL_CHECK_S, KafkaConsumer, KafkaRecord
+from journal.kafka_consumer import STALL_CHECK_S, KafkaConsumer, KafkaRecord
 
 TOPIC = "t"
 # A record timestamp (ms since the epoch, November 2023): any value the client passes through.
@@ -74,7 +74,7 @@ def scripted_consumer(
     stall_check_s: float = STALL_CHECK_S,
     high_watermark: Callable[[str, int], int] = _no_stall_check,
 ) -> KafkaConsumer:
-    monkeypatch.setattr(kafka, "RdConsumer", ScriptedClient)
+    monkeypatch.setattr(kafka_consumer, "RdConsumer", ScriptedClient)
     assignment = [TopicPartition(TOPIC, p, o) for p, o in start.items()]
     consumer = KafkaConsumer(
         TOPIC, {"bootstrap.servers": "unused:9092"}, assignment, stall_check_s, high_watermark
@@ -142,7 +142,7 @@ def test_poll_skips_error_events(
     consumer = scripted_consumer(
         monkeypatch, {0: 0}, [message(0, 0), error_event(fatal=False), message(0, 1, b"w")]
     )
-    with caplog.at_level(logging.WARNING, logger="journal.kafka"):
+    with caplog.at_level(logging.WARNING, logger="journal.kafka_consumer"):
         records = consumer.poll(0.1)
     assert [(r.offset, r.value) for r in records] == [(0, b"v"), (1, b"w")]
     assert consumer.positions() == {0: 2}
@@ -204,4 +204,6 @@ def test_no_restart_when_the_broker_cannot_say(monkeypatch: pytest.MonkeyPatch) 
 def test_an_open_transaction_ends_before_a_consumer_would_call_itself_stalled() -> None:
     """Records behind an open transaction are not fetchable yet; the transaction times out
     before the stall check would replace a client waiting for them."""
-    assert kafka.TRANSACTION_TIMEOUT_MS / 1000 < kafka.STALL_CHECK_S + kafka.STALL_CONFIRM_S
+    assert (
+        kafka_fenced.TRANSACTION_TIMEOUT_MS / 1000 < STALL_CHECK_S + kafka_consumer.STALL_CONFIRM_S
+    )
