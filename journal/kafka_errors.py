@@ -32,6 +32,9 @@ def journal_error(err: KafkaError, action: str, where: str = "Kafka") -> Journal
         # Leadership moves during a broker restart or rebalance; the next attempt succeeds.
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.LEADER_NOT_AVAILABLE,
+        # The client's own metadata lacks the partition (just after a broker restart, before
+        # its next metadata refresh): a missing topic is UnknownTopic above.
+        KafkaError._UNKNOWN_PARTITION,
     ):
         return JournalUnavailable(f"{action}: {where} unavailable: {err.str()}")
     return JournalError(f"{action}: {err.str()}")

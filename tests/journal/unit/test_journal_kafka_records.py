@@ -16,8 +16,9 @@ from confluent_kafka import OFFSET_INVALID, KafkaError, Message, TopicPartition
 
 from journal import kafka_consumer, kafka_fenced
 from journal.api import Record
-from journal.errors import JournalError
+from journal.errors import JournalError, JournalUnavailable
 from journal.kafka_consumer import STALL_CHECK_S, KafkaConsumer, KafkaRecord
+from journal.kafka_errors import journal_error
 
 TOPIC = "t"
 # A record timestamp (ms since the epoch, November 2023): any value the client passes through.
@@ -207,3 +208,11 @@ def test_an_open_transaction_ends_before_a_consumer_would_call_itself_stalled() 
     assert (
         kafka_fenced.TRANSACTION_TIMEOUT_MS / 1000 < STALL_CHECK_S + kafka_consumer.STALL_CONFIRM_S
     )
+
+
+def test_a_partition_the_client_does_not_know_yet_is_worth_a_retry() -> None:
+    """librdkafka's local 'Unknown partition' comes from stale metadata after a broker restart;
+    the next metadata refresh mends it, so it is JournalUnavailable, not a lasting error."""
+    error = journal_error(KafkaError(KafkaError._UNKNOWN_PARTITION), "read offsets of t-0")
+    assert isinstance(error, JournalUnavailable)
+    assert journal_error(KafkaError(KafkaError._UNKNOWN_TOPIC), "x").retriable is False
