@@ -25,9 +25,8 @@ FILE_RETENTION = "delta.deletedFileRetentionDuration"
 RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 DELTA_DEFAULT_RETENTION_S = 7 * 24 * 3600.0
 # OPTIMIZE compacts files below minFileSize into files of up to maxFileSize (both 1 GiB by
-# default: every small file would join one ever-growing file, rewritten by every run and by
-# every replacing commit touching one of its rows). Files from half the target size up are left
-# alone, so a run rewrites at most half a target of earlier output.
+# default, so every small file joins one ever-growing file). One size for both keeps each run
+# short: files that reached it are left alone.
 # VACUUM lists the table's directory in a Spark job of this many tasks (10,000 by default,
 # whatever the table's size): most of a VACUUM's time on a store of a few hundred files.
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
@@ -59,18 +58,12 @@ def file_stats(spark: Any, location: str, small_file_bytes: int | None = None) -
     return FileStats(files, size, int(small))
 
 
-def small_file_bytes(target_file_bytes: int) -> int:
-    """Files below this size are compacted."""
-    return max(1, int(target_file_bytes) // 2)
-
-
 def compact(spark: Any, location: str, target_file_bytes: int) -> StepOutcome:
-    """OPTIMIZE (bin-packing) of the files below half ``target_file_bytes`` into files of up
-    to that size."""
+    """OPTIMIZE (bin-packing) of the files below ``target_file_bytes``."""
     from delta.tables import DeltaTable
 
     before = file_stats(spark, location).files
-    spark.conf.set(OPTIMIZE_MIN_FILE, str(small_file_bytes(target_file_bytes)))
+    spark.conf.set(OPTIMIZE_MIN_FILE, str(int(target_file_bytes)))
     spark.conf.set(OPTIMIZE_MAX_FILE, str(int(target_file_bytes)))
     result = DeltaTable.forPath(spark, location).optimize().executeCompaction().first()
     metrics = result["metrics"] if result is not None else None

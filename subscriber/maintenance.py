@@ -10,7 +10,7 @@ one step at most, never for a whole maintenance run. Steps, in the order they ar
   entries older than the retention when it writes one;
 * ``retention``: the table keeps its log and removed files for the retention (table
   properties, set once per process when they differ);
-* ``compact``: OPTIMIZE once ``compact_min_files`` files are below half ``target_file_bytes``
+* ``compact``: OPTIMIZE once ``compact_min_files`` files are below ``target_file_bytes``
   (considered after each purge, and after ``interval_s`` for any two small files left);
 * ``vacuum``: VACUUM with the retention every ``interval_s``. It is the one step longer than a
   commit (seconds of small Spark jobs), so it runs in a thread of its own while imports go on:
@@ -27,11 +27,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from subscriber.delta_maintenance import small_file_bytes
 from subscriber.metrics import SubscriberMetrics
 from subscriber.settings import SubscriberSettings
 from subscriber.store import StepOutcome, Store
@@ -42,8 +40,6 @@ log = logging.getLogger(__name__)
 # checkpoint: Delta's default interval, so readers replay no longer a log than with Delta's
 # own checkpoints, which the store leaves to busy periods (delta_store.CHECKPOINT_INTERVAL).
 IDLE_CHECKPOINT_COMMITS = 10
-
-REPORTS_KEPT = 100
 
 PURGE, CHECKPOINT, RETENTION, COMPACT, VACUUM = (
     "purge",
@@ -61,7 +57,7 @@ class MaintenancePolicy:
     log_retention_s: float = 24 * 3600.0
     interval_s: float = 3600.0
     compact_min_files: int = 20
-    target_file_bytes: int = 256 * 1024
+    target_file_bytes: int = 1024 * 1024
     purge_every_commits: int = 100
     checkpoint_every_commits: int = IDLE_CHECKPOINT_COMMITS
 
@@ -105,9 +101,7 @@ class Maintenance:
         self.policy = policy
         self.metrics = metrics
         self.clock = clock
-        # The last runs, newest last, and how many ran in all (tests, bench).
-        self.reports: deque[StepReport] = deque(maxlen=REPORTS_KEPT)
-        self.runs = 0
+        self.reports: list[StepReport] = []  # the last runs, newest last (tests, bench)
         self.commits = 0  # commits this process made (counted by the import loop)
         self._since_purge = 0
         started = clock()
@@ -186,8 +180,7 @@ class Maintenance:
         self._compact_check = False
         self._last[COMPACT] = now
         self._commits_at_compact = self.commits
-        small_below = small_file_bytes(policy.target_file_bytes)
-        small = self.store.file_stats(small_below).small_files or 0
+        small = self.store.file_stats(policy.target_file_bytes).small_files or 0
         return small >= (2 if timed else policy.compact_min_files)
 
     # ------------------------------------------------------------------ steps
@@ -235,8 +228,7 @@ class Maintenance:
         report = StepReport(step, round(seconds, 3))
         if outcome is not None:
             report = StepReport(step, round(seconds, 3), **asdict(outcome))
-        self.reports.append(report)
-        self.runs += 1
+        self.reports = [*self.reports[-99:], report]
         if self.metrics is not None:
             self.metrics.maintenance_step(
                 step, seconds, report.files_after, report.files_deleted, report.bytes_reclaimed

@@ -73,10 +73,7 @@ class SubscriberSettings(ScdSettings):
     maintenance_log_retention_hours: int = Field(default=24, ge=1)
     maintenance_interval_s: float = Field(default=3600.0, gt=0)
     maintenance_compact_min_files: int = Field(default=20, ge=2)
-    # Compaction merges files below half this size into files of up to it. Larger files mean
-    # fewer of them, but every replacing commit rewrites the whole file holding a row it
-    # replaces, and that copy stays on disk for the retention (bench/README.md).
-    maintenance_target_file_bytes: int = Field(default=256 * 1024, ge=1024)
+    maintenance_target_file_bytes: int = Field(default=1024 * 1024, ge=1024)
     # Readiness (Sling's rules): ready once idle this long, or a package younger than the
     # message age was imported, or a package failed more than ready_max_retries times, or
     # ready_force_s after start at the latest. None turns a rule off.
