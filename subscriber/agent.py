@@ -30,7 +30,6 @@ from subscriber.decoding import RecordDecoder
 from subscriber.failures import FailureReporter
 from subscriber.http import Health
 from subscriber.import_loop import AgentCounters, ImportLoop, InvalidateHook
-from subscriber.maintenance import MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness, ReadinessRules, supervised_check
 from subscriber.settings import SubscriberSettings
@@ -85,7 +84,7 @@ class SubscriberAgent:
             self.store,
             status,
             self.metrics,
-            MaintenancePolicy.from_settings(settings),
+            settings.purge_every_commits,
         )
         self.announcer = Announcer(
             settings,
@@ -152,7 +151,6 @@ class SubscriberAgent:
             self._commands.stop()
         self.supervisor.stop(timeout_s)
         self.loop.shutdown()
-        self.bookkeeping.maintenance.wait(timeout_s)  # a VACUUM in its own thread
 
     # ------------------------------------------------------------------ the import loop's view
     def run_once(self) -> int:

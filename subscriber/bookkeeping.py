@@ -1,7 +1,6 @@
 """The store's bookkeeping besides imports: statuses committed with a batch are sent after it
-(and again after a crash left them unsent); while the agent is idle, the store is maintained
-one step at a time (subscriber.maintenance: purge of sent statuses, checkpoints, compaction,
-VACUUM)."""
+(and again after a crash left them unsent), sent statuses are purged, and the Delta log is
+checkpointed, while the agent is idle."""
 
 from __future__ import annotations
 
@@ -11,13 +10,15 @@ from collections.abc import Callable
 from journal.errors import JournalError
 from journal.messaging import MessageSender
 from journal.wire import messages as m
-from subscriber.maintenance import IDLE_CHECKPOINT_COMMITS, Maintenance, MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
 from subscriber.store import Store
 
 log = logging.getLogger(__name__)
 
-__all__ = ["IDLE_CHECKPOINT_COMMITS", "Bookkeeping"]
+# An idle agent checkpoints its store once this many commits were made since the last
+# checkpoint: Delta's default interval, so readers replay no longer a log than with Delta's
+# own checkpoints, which the store leaves to busy periods (delta_store.CHECKPOINT_INTERVAL).
+IDLE_CHECKPOINT_COMMITS = 10
 
 
 class Bookkeeping:
@@ -28,24 +29,16 @@ class Bookkeeping:
         store: Store,
         status: MessageSender,
         metrics: SubscriberMetrics,
-        policy: MaintenancePolicy,
+        purge_every_commits: int,
     ) -> None:
         self.name = name
         self.instance_id = instance_id
         self.store = store
         self.status = status
         self.metrics = metrics
-        self.maintenance = Maintenance(name, store, policy, metrics)
+        self.purge_every_commits = purge_every_commits
         self.statuses_sent = 0
-
-    @property
-    def commits_since_purge(self) -> int:
-        """Commits since sent statuses were purged (the import loop counts them here)."""
-        return self.maintenance.commits_since_purge
-
-    @commits_since_purge.setter
-    def commits_since_purge(self, value: int) -> None:
-        self.maintenance.commits_since_purge = value
+        self.commits_since_purge = 0
 
     def send_pending_statuses(self) -> None:
         state = self.store.state
@@ -74,10 +67,20 @@ class Bookkeeping:
             state.sent_statuses_up_to = sent_up_to
 
     def idle(self) -> None:
-        """Housekeeping when a poll found nothing to import: one maintenance step, if one is
-        due. A failure is logged and tried again later; it never stops the import thread."""
+        """Housekeeping when a poll found nothing to import: purging sent statuses, and
+        checkpointing the store. A failure is logged and tried again after more commits; it
+        never stops the import thread."""
+        state = self.store.state
         try:
-            self.maintenance.step()
+            if (
+                state is not None
+                and self.commits_since_purge >= self.purge_every_commits
+                and not state.pending_statuses
+            ):
+                self.commits_since_purge = 0
+                self.store.forget_statuses(state.sent_statuses_up_to)
+            if self.store.commits_since_checkpoint >= IDLE_CHECKPOINT_COMMITS:
+                self.store.checkpoint()
         except Exception:
             log.warning(
                 "%s: store housekeeping failed; trying again later", self.name, exc_info=True
