@@ -30,6 +30,7 @@ from subscriber.decoding import RecordDecoder
 from subscriber.failures import FailureReporter
 from subscriber.http import Health
 from subscriber.import_loop import AgentCounters, ImportLoop, InvalidateHook
+from subscriber.maintenance import MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness, ReadinessRules, supervised_check
 from subscriber.settings import SubscriberSettings
@@ -84,7 +85,7 @@ class SubscriberAgent:
             self.store,
             status,
             self.metrics,
-            settings.purge_every_commits,
+            MaintenancePolicy.from_settings(settings),
         )
         self.announcer = Announcer(
             settings,
@@ -151,6 +152,7 @@ class SubscriberAgent:
             self._commands.stop()
         self.supervisor.stop(timeout_s)
         self.loop.shutdown()
+        self.bookkeeping.maintenance.wait(timeout_s)  # a VACUUM in its own thread
 
     # ------------------------------------------------------------------ the import loop's view
     def run_once(self) -> int:

@@ -1,6 +1,7 @@
 """The store's bookkeeping besides imports: statuses committed with a batch are sent after it
-(and again after a crash left them unsent), sent statuses are purged, and the Delta log is
-checkpointed, while the agent is idle."""
+(and again after a crash left them unsent); while the agent is idle, the store is maintained
+one step at a time (subscriber.maintenance: purge of sent statuses, checkpoints, compaction,
+VACUUM)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,13 @@ from collections.abc import Callable
 from journal.errors import JournalError
 from journal.messaging import MessageSender
 from journal.wire import messages as m
+from subscriber.maintenance import IDLE_CHECKPOINT_COMMITS, Maintenance, MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
 from subscriber.store import Store
 
 log = logging.getLogger(__name__)
 
-# An idle agent checkpoints its store once this many commits were made since the last
-# checkpoint: Delta's default interval, so readers replay no longer a log than with Delta's
-# own checkpoints, which the store leaves to busy periods (delta_store.CHECKPOINT_INTERVAL).
-IDLE_CHECKPOINT_COMMITS = 10
+__all__ = ["IDLE_CHECKPOINT_COMMITS", "Bookkeeping"]
 
 
 class Bookkeeping:
@@ -29,16 +28,24 @@ class Bookkeeping:
         store: Store,
         status: MessageSender,
         metrics: SubscriberMetrics,
-        purge_every_commits: int,
+        policy: MaintenancePolicy,
     ) -> None:
         self.name = name
         self.instance_id = instance_id
         self.store = store
         self.status = status
         self.metrics = metrics
-        self.purge_every_commits = purge_every_commits
+        self.maintenance = Maintenance(name, store, policy, metrics)
         self.statuses_sent = 0
-        self.commits_since_purge = 0
+
+    @property
+    def commits_since_purge(self) -> int:
+        """Commits since sent statuses were purged (the import loop counts them here)."""
+        return self.maintenance.commits_since_purge
+
+    @commits_since_purge.setter
+    def commits_since_purge(self, value: int) -> None:
+        self.maintenance.commits_since_purge = value
 
     def send_pending_statuses(self) -> None:
         state = self.store.state
@@ -67,20 +74,10 @@ class Bookkeeping:
             state.sent_statuses_up_to = sent_up_to
 
     def idle(self) -> None:
-        """Housekeeping when a poll found nothing to import: purging sent statuses, and
-        checkpointing the store. A failure is logged and tried again after more commits; it
-        never stops the import thread."""
-        state = self.store.state
+        """Housekeeping when a poll found nothing to import: one maintenance step, if one is
+        due. A failure is logged and tried again later; it never stops the import thread."""
         try:
-            if (
-                state is not None
-                and self.commits_since_purge >= self.purge_every_commits
-                and not state.pending_statuses
-            ):
-                self.commits_since_purge = 0
-                self.store.forget_statuses(state.sent_statuses_up_to)
-            if self.store.commits_since_checkpoint >= IDLE_CHECKPOINT_COMMITS:
-                self.store.checkpoint()
+            self.maintenance.step()
         except Exception:
             log.warning(
                 "%s: store housekeeping failed; trying again later", self.name, exc_info=True

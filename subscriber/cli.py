@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import shutil
 import sys
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ from journal.wire.package import FILE_DATA
 from subscriber.content import list_tree, open_binary, read_node
 from subscriber.delta_store import DeltaStore
 from subscriber.export import export_tree
+from subscriber.maintenance import Maintenance, MaintenancePolicy
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
 
@@ -90,6 +94,44 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def _jvm_output_to_stderr() -> Iterator[None]:
+    """The Spark JVM started in here writes to stderr (Delta prints VACUUM's counts to the
+    process's stdout), so stdout carries only the command's own output."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    policy = MaintenancePolicy.from_settings(settings)
+    if args.retention_hours is not None:
+        policy = dataclasses.replace(policy, retention_s=args.retention_hours * 3600)
+    with ExitStack() as stack:
+        with _jvm_output_to_stderr():
+            store = _open_store(settings, stack)
+        store.open()
+        reports = Maintenance("scd-content", store, policy).run_all()
+    if args.json:
+        print(json.dumps([r.as_dict() for r in reports], indent=2))
+        return 0
+    print(f"{'step':<11}{'seconds':>8}  {'files':>13}  {'deleted':>7}  {'bytes reclaimed':>15}")
+    for r in reports:
+        files = f"{r.files_before} -> {r.files_after}" if r.files_before is not None else "-"
+        print(
+            f"{r.step:<11}{r.seconds:>8.2f}  {files:>13}  {r.files_deleted:>7}  "
+            f"{r.bytes_reclaimed:>15}"
+        )
+    return 0
+
+
 def register(sub: Any) -> None:
     daemon = sub.add_parser("subscriber", help="run a subscriber agent until SIGTERM")
     daemon.add_argument(
@@ -117,3 +159,16 @@ def register(sub: Any) -> None:
     export.add_argument("root")
     export.add_argument("target")
     export.set_defaults(func=cmd_export)
+    maintain = actions.add_parser(
+        "maintain", help="run every store maintenance step now (README: Store maintenance)"
+    )
+    maintain.add_argument("--store", default=argparse.SUPPRESS, help="content store path")
+    maintain.add_argument(
+        "--retention-hours",
+        type=int,
+        help="delete files removed longer ago than this (default: SCD_SUBSCRIBER_MAINTENANCE_"
+        "RETENTION_HOURS); 0 deletes every file the current version does not read: only with "
+        "no subscriber running on the store and no reader or copy in progress",
+    )
+    maintain.add_argument("--json", action="store_true", help="JSON output")
+    maintain.set_defaults(func=cmd_maintain)

@@ -29,8 +29,10 @@ import time
 import uuid
 from typing import Any
 
+from subscriber import delta_maintenance
 from subscriber.changes import ChangeSet, status_name
 from subscriber.rows import (
+    COLUMNS,
     KIND_CLEAR,
     KIND_META,
     KIND_NODE,
@@ -42,7 +44,7 @@ from subscriber.rows import (
     rows_frame,
     rows_selected,
 )
-from subscriber.store import EVERY_AGENT, StoreState
+from subscriber.store import EVERY_AGENT, FileStats, StepOutcome, StoreState
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +57,19 @@ log = logging.getLogger(__name__)
 CHECKPOINT_INTERVAL = 100
 CHECKPOINT_PROPERTY = "delta.checkpointInterval"
 
-# Session settings the store's replacing commits rely on, set by DeltaStore on its session.
-# Such a commit selects only the rows that exist and change (updated and deleted paths); the
-# rows it adds for new paths and new offsets match no predicate, so Delta's check that every
-# written row matches it must be off. Listing new paths too would make the predicate several
-# times longer (it is an IN list, planned and evaluated several times per commit). The row
-# count of the replaced data is a metric nobody reads, and costs another pass.
+# Session settings DeltaStore sets on its session. A replacing commit selects only the rows
+# that exist and change (updated and deleted paths); the rows it adds for new paths and new
+# offsets match no predicate, so Delta's check that every written row matches it must be off.
+# Listing new paths too would make the predicate several times longer (it is an IN list,
+# planned and evaluated several times per commit). The row count of the replaced data is a
+# metric nobody reads, and costs another pass.
 STORE_SESSION_CONF = {
     "spark.databricks.delta.replaceWhere.constraintCheck.enabled": "false",
     "spark.databricks.delta.replaceWhere.dataColumns.metrics.enabled": "false",
+    # Delta copies the list of every active file into each commit's checksum file while the
+    # table has few files, which is what a compacted store has: 20-40 KB of log per commit
+    # instead of 2 KB (bench/README.md, subscriber_longrun).
+    "spark.databricks.delta.allFilesInCrc.enabled": "false",
 }
 
 # The table is not partitioned: node rows and bookkeeping rows share files, told apart by the
@@ -215,6 +221,7 @@ class DeltaStore:
         replace rows) then replay the log from here."""
         try:
             _write_checkpoint(self.spark, self.location)
+            delta_maintenance.clean_log(self.spark, self.location)
         finally:
             # Also after a failure: the next try comes after as many commits again.
             self.commits_since_checkpoint = 0
@@ -294,19 +301,59 @@ class DeltaStore:
         return self.state.clear_offset(pub_agent)
 
     def forget_statuses(self, up_to_offset: int) -> None:
-        """Remove sent statuses (offset <= up_to_offset) and superseded offset rows."""
-        assert self.state is not None, "open() the store first"
-        from delta.tables import DeltaTable
+        """Remove sent statuses (offset <= up_to_offset) and superseded offset rows.
 
-        current = self.state.offset if self.state.offset is not None else -1
-        DeltaTable.forPath(self.spark, self.location).delete(
-            f"(kind = '{KIND_STATUS}' AND offset <= {int(up_to_offset)}) OR "
-            f"(kind = '{KIND_OFFSET}' AND offset < {int(current)})"
-        )
-        self.commits_since_checkpoint += 1
+        One commit replaces every offset row with the current one, written to a file of its
+        own: the files the purge rewrote then hold no offset row, and no later purge (which
+        rewrites only files holding a row it removes) reads them again. Deleting only the
+        superseded rows left the current one in the purge's output, which the next purge
+        rewrote along with the new files: one file growing with every purge."""
+        assert self.state is not None, "open() the store first"
+        statuses = f"(kind = '{KIND_STATUS}' AND offset <= {int(up_to_offset)})"
+        current = self.state.offset
+        kept: list[Any] = []
+        if current is not None:
+            table = self.spark.read.format("delta").load(self.location)
+            kept = table.where(f"kind = '{KIND_OFFSET}' AND offset = {int(current)}").collect()
+        if kept:
+            self._write(
+                [tuple(kept[0][c] for c in COLUMNS)],
+                replace_where=f"{statuses} OR kind = '{KIND_OFFSET}'",
+                user_metadata={"purge": {"statuses_up_to": up_to_offset, "offset": current}},
+            )
+        else:  # no offset row to keep (none stored yet): delete what is superseded
+            from delta.tables import DeltaTable
+
+            floor = -1 if current is None else int(current)
+            DeltaTable.forPath(self.spark, self.location).delete(
+                f"{statuses} OR (kind = '{KIND_OFFSET}' AND offset < {floor})"
+            )
+            self.commits_since_checkpoint += 1
         self.state.pending_statuses = [
             s for s in self.state.pending_statuses if s[0] > up_to_offset
         ]
+
+    # ------------------------------------------------------------------ maintenance
+    # subscriber.delta_maintenance does the work; each call is one Delta operation.
+    def file_stats(self, small_file_bytes: int | None = None) -> FileStats:
+        return delta_maintenance.file_stats(self.spark, self.location, small_file_bytes)
+
+    def compact(self, target_file_bytes: int) -> StepOutcome:
+        outcome = delta_maintenance.compact(self.spark, self.location, target_file_bytes)
+        self.commits_since_checkpoint += 1
+        return outcome
+
+    def vacuum(self, retention_s: float, *, full: bool) -> StepOutcome:
+        outcome = delta_maintenance.vacuum(self.spark, self.location, retention_s, full=full)
+        self.commits_since_checkpoint += 2  # VACUUM START and END
+        return outcome
+
+    def set_retention(self, retention_s: float, log_retention_s: float) -> bool:
+        changed = delta_maintenance.set_retention(
+            self.spark, self.location, retention_s, log_retention_s
+        )
+        self.commits_since_checkpoint += int(changed)
+        return changed
 
     # ------------------------------------------------------------------ reads
     def nodes(self, root: str = "/", *, deep: bool = True) -> list[StoredNode]:

@@ -171,6 +171,30 @@ class SubscriberMetrics:
             label,
             registry=r,
         ).labels(agent)
+        # Store maintenance (subscriber/maintenance.py), by step.
+        step = ["agent", "step"]
+        self._maintenance_runs = Counter(
+            "scd_store_maintenance_runs", "Store maintenance steps run", step, registry=r
+        )
+        self._maintenance_failures = Counter(
+            "scd_store_maintenance_failures", "Store maintenance steps failed", step, registry=r
+        )
+        self._maintenance_seconds = Histogram(
+            "scd_store_maintenance_seconds",
+            "Duration of one store maintenance step",
+            step,
+            buckets=IMPORT_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.store_files = Gauge(
+            "scd_store_files", "Data files of the store's current version", label, registry=r
+        ).labels(agent)
+        self.store_files_deleted = Counter(
+            "scd_store_files_deleted", "Files VACUUM deleted from the store", label, registry=r
+        ).labels(agent)
+        self.store_bytes_reclaimed = Counter(
+            "scd_store_bytes_reclaimed", "Bytes VACUUM deleted from the store", label, registry=r
+        ).labels(agent)
 
     # ------------------------------------------------------------------ recording helpers
     def package_imported(self, size_bytes: int, created_ms: int, now_ms: int) -> None:
@@ -207,6 +231,19 @@ class SubscriberMetrics:
         self.processed_offset.set(processed)
         if latest is not None:
             self.lag.set(max(0, latest - processed - 1))
+
+    def maintenance_step(
+        self, step: str, seconds: float, files: int | None, deleted: int, reclaimed: int
+    ) -> None:
+        self._maintenance_runs.labels(self.agent, step).inc()
+        self._maintenance_seconds.labels(self.agent, step).observe(seconds)
+        if files is not None:
+            self.store_files.set(files)
+        self.store_files_deleted.inc(deleted)
+        self.store_bytes_reclaimed.inc(reclaimed)
+
+    def maintenance_failed(self, step: str) -> None:
+        self._maintenance_failures.labels(self.agent, step).inc()
 
     def ready(self, reason: str, after_s: float) -> None:
         self._readiness_duration.labels(self.agent, reason).set(after_s)

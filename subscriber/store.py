@@ -41,6 +41,25 @@ class StoreState:
         return max(self.clear_offsets.get(pub_agent, -1), self.clear_offsets.get(EVERY_AGENT, -1))
 
 
+@dataclass(frozen=True)
+class FileStats:
+    """The data files the store's current version reads."""
+
+    files: int
+    bytes: int
+    small_files: int | None = None  # below the size asked for (None: not asked)
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one maintenance step did to the store's files."""
+
+    files_before: int  # active data files before and after the step
+    files_after: int
+    files_deleted: int = 0  # removed from storage (VACUUM)
+    bytes_reclaimed: int = 0
+
+
 class Store(Protocol):
     location: str
     state: StoreState | None
@@ -67,6 +86,22 @@ class Store(Protocol):
 
     def checkpoint(self) -> None:
         """Compact the store's log so readers replay less (a no-op where there is none)."""
+
+    # Maintenance (subscriber.maintenance): each call is one short operation on the store that
+    # changes neither content nor offset.
+    def file_stats(self, small_file_bytes: int | None = None) -> FileStats:
+        """Active data files (and how many are below ``small_file_bytes``)."""
+
+    def compact(self, target_file_bytes: int) -> StepOutcome:
+        """Merge files below ``target_file_bytes`` into files of up to that size."""
+
+    def vacuum(self, retention_s: float, *, full: bool) -> StepOutcome:
+        """Delete files no version younger than ``retention_s`` reads (``full``: also files
+        no version ever read, such as those of a commit that crashed)."""
+
+    def set_retention(self, retention_s: float, log_retention_s: float) -> bool:
+        """Keep removed files ``retention_s`` and the log ``log_retention_s``; True when that
+        changed the store."""
 
     def nodes(self, root: str = "/", *, deep: bool = True) -> list[StoredNode]:
         """The nodes at and below ``root`` (``deep``), or ``root`` and its children."""

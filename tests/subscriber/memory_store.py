@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from journal.wire.package import Node
 from subscriber.changes import ChangeSet, status_name
 from subscriber.rows import BinaryInfo, StoredNode, node_row
-from subscriber.store import StoreState
+from subscriber.store import FileStats, StepOutcome, StoreState
 
 
 def stored(node: Node, offset: int, pkg_id: str, pub_agent: str) -> StoredNode:
@@ -36,6 +36,10 @@ class MemoryStore:
     fail_commits: int = 0  # the next N commits raise
     fail_after_landing: bool = False  # ... after having landed (as a lost Delta answer)
     checkpoints: int = 0
+    # Maintenance: every call in order, with its argument; one "file" per commit until a
+    # compaction.
+    maintenance_calls: list[tuple[str, object]] = field(default_factory=list)
+    files: int = 0
     recorded_offsets: list[tuple[int, str]] = field(default_factory=list)  # record_offset calls
     _offset: int | None = None
     _instance: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -71,6 +75,7 @@ class MemoryStore:
         self._statuses.extend(statuses)
         self._offset = last.offset
         self.history.append((changes.first_offset, last.offset))
+        self.files += 1
         self.commits_since_checkpoint += 1
         self.state.offset = last.offset
         self.state.pending_statuses.extend(statuses)
@@ -94,14 +99,32 @@ class MemoryStore:
 
     def forget_statuses(self, up_to_offset: int) -> None:
         assert self.state is not None
+        self.maintenance_calls.append(("purge", up_to_offset))
         self._statuses = [s for s in self._statuses if s[0] > up_to_offset]
         self.state.pending_statuses = [
             s for s in self.state.pending_statuses if s[0] > up_to_offset
         ]
 
     def checkpoint(self) -> None:
+        self.maintenance_calls.append(("checkpoint", None))
         self.checkpoints += 1
         self.commits_since_checkpoint = 0
+
+    def file_stats(self, small_file_bytes: int | None = None) -> FileStats:
+        return FileStats(self.files, 0, None if small_file_bytes is None else self.files)
+
+    def compact(self, target_file_bytes: int) -> StepOutcome:
+        self.maintenance_calls.append(("compact", target_file_bytes))
+        before, self.files = self.files, min(self.files, 1)
+        return StepOutcome(before, self.files)
+
+    def vacuum(self, retention_s: float, *, full: bool) -> StepOutcome:
+        self.maintenance_calls.append(("vacuum", (retention_s, full)))
+        return StepOutcome(self.files, self.files)
+
+    def set_retention(self, retention_s: float, log_retention_s: float) -> bool:
+        self.maintenance_calls.append(("retention", (retention_s, log_retention_s)))
+        return True
 
     def nodes(self, root: str = "/", *, deep: bool = True) -> list[StoredNode]:
         def selected(path: str) -> bool:

@@ -79,3 +79,28 @@ def test_ls_cat_export(spark: Any, tmp_path: Path) -> None:
     missing = scd(env, "content", "cat", "/site/nope")
     assert missing.returncode == 1
     assert b"/site/nope" in missing.stderr.splitlines()[-1]
+
+
+def test_maintain_compacts_and_vacuums_without_changing_the_content(
+    spark: Any, tmp_path: Path
+) -> None:
+    store_path = tmp_path / "store"
+    store = DeltaStore(spark, str(store_path))
+    store.open()
+    for offset in range(6):  # one file per commit, and replacing commits
+        page = f"/site/p{offset % 4}"
+        store.commit(new_change_set(store.paths, [add(offset, page, node(page, v=str(offset)))]))
+    before = {n.path: n for n in DeltaStore(spark, str(store_path)).nodes("/")}
+    env = {**os.environ, "SCD_SUBSCRIBER_SPARK_JARS": ",".join(spark_jars())}
+
+    args = ["maintain", "--store", str(store_path), "--retention-hours", "0", "--json"]
+    done = scd(env, "content", *args)
+    assert done.returncode == 0, done.stderr.decode()
+    reports = {r["step"]: r for r in json.loads(done.stdout)}  # Spark's output: on stderr
+    assert list(reports) == ["purge", "compact", "retention", "checkpoint", "vacuum"]
+    assert reports["compact"]["files_after"] < reports["compact"]["files_before"]
+    assert reports["vacuum"]["files_deleted"] > 0
+    after = DeltaStore(spark, str(store_path))
+    assert after.open().offset == 5
+    assert {n.path: n for n in after.nodes("/")} == before
+    assert after.file_stats().files == reports["compact"]["files_after"]

@@ -1,0 +1,153 @@
+"""Maintenance operations on the subscriber's Delta table (what subscriber.maintenance runs,
+through DeltaStore): file statistics, compaction, VACUUM and the table's retention.
+
+None of them changes content or offset. OPTIMIZE commits with ``dataChange = false``; VACUUM
+only deletes files no version within the retention reads (its START/END commits carry no
+data); the retention is two table properties. So they may run between any two imports without
+touching exactly-once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from subscriber.store import FileStats, StepOutcome
+
+log = logging.getLogger(__name__)
+
+LOG_RETENTION = "delta.logRetentionDuration"
+FILE_RETENTION = "delta.deletedFileRetentionDuration"
+# Delta refuses a VACUUM retention below 7 days unless this check is off. The store turns it
+# off on its own session only when its configured retention is shorter: it is the only
+# writer, and no commit of it runs longer than a retention of minutes.
+RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+DELTA_DEFAULT_RETENTION_S = 7 * 24 * 3600.0
+# OPTIMIZE compacts files below minFileSize into files of up to maxFileSize (both 1 GiB by
+# default: every small file would join one ever-growing file, rewritten by every run and by
+# every replacing commit touching one of its rows). Files from half the target size up are left
+# alone, so a run rewrites at most half a target of earlier output.
+# VACUUM lists the table's directory in a Spark job of this many tasks (10,000 by default,
+# whatever the table's size): most of a VACUUM's time on a store of a few hundred files.
+LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+OPTIMIZE_MIN_FILE = "spark.databricks.delta.optimize.minFileSize"
+OPTIMIZE_MAX_FILE = "spark.databricks.delta.optimize.maxFileSize"
+
+
+def quoted(location: str) -> str:
+    return "delta.`" + location.replace("`", "``") + "`"
+
+
+def snapshot(spark: Any, location: str) -> Any:
+    """The table's latest Delta snapshot (JVM object): no Spark job when the log is cached."""
+    jvm = spark.sparkContext._jvm
+    none = jvm.scala.Option.empty()
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location)
+    return delta_log.update(False, none, none)
+
+
+def file_stats(spark: Any, location: str, small_file_bytes: int | None = None) -> FileStats:
+    from pyspark.sql import DataFrame
+
+    current = snapshot(spark, location)
+    files, size = int(current.numOfFiles()), int(current.sizeInBytes())
+    if small_file_bytes is None:
+        return FileStats(files, size)
+    sizes = DataFrame(current.allFiles().toDF(), spark)
+    small = sizes.where(sizes["size"] < int(small_file_bytes)).count()
+    return FileStats(files, size, int(small))
+
+
+def small_file_bytes(target_file_bytes: int) -> int:
+    """Files below this size are compacted."""
+    return max(1, int(target_file_bytes) // 2)
+
+
+def compact(spark: Any, location: str, target_file_bytes: int) -> StepOutcome:
+    """OPTIMIZE (bin-packing) of the files below half ``target_file_bytes`` into files of up
+    to that size."""
+    from delta.tables import DeltaTable
+
+    before = file_stats(spark, location).files
+    spark.conf.set(OPTIMIZE_MIN_FILE, str(small_file_bytes(target_file_bytes)))
+    spark.conf.set(OPTIMIZE_MAX_FILE, str(int(target_file_bytes)))
+    result = DeltaTable.forPath(spark, location).optimize().executeCompaction().first()
+    metrics = result["metrics"] if result is not None else None
+    if metrics is None:
+        return StepOutcome(before, before)
+    after = before - int(metrics["numFilesRemoved"]) + int(metrics["numFilesAdded"])
+    return StepOutcome(before, after)
+
+
+def vacuum(spark: Any, location: str, retention_s: float, *, full: bool) -> StepOutcome:
+    """VACUUM with the retention, rounded up to whole hours (Delta rounds it to the nearest
+    hour: 20 minutes would become 0, deleting the files of a commit in progress). LITE (the
+    log says which files were removed) unless ``full`` (lists the directory: also finds files
+    of commits that never landed); a LITE run the log cannot serve runs FULL."""
+    from delta.tables import DeltaTable
+
+    files = file_stats(spark, location).files
+    if retention_s < DELTA_DEFAULT_RETENTION_S:
+        spark.conf.set(RETENTION_CHECK, "false")
+    spark.conf.set(LISTING_PARALLELISM, spark.conf.get("spark.sql.shuffle.partitions"))
+    hours = math.ceil(retention_s / 3600)
+    table = DeltaTable.forPath(spark, location)
+    last = _last_version(table)
+    try:
+        spark.sql(f"VACUUM {quoted(location)} {'' if full else 'LITE'} RETAIN {hours} HOURS")
+    except Exception:
+        if full:
+            raise
+        log.info("VACUUM LITE of %s cannot run; running a full one", location, exc_info=True)
+        spark.sql(f"VACUUM {quoted(location)} RETAIN {hours} HOURS")
+    deleted, reclaimed = 0, 0
+    for row in table.history().where(f"version > {last}").collect():
+        if row["operation"] == "VACUUM START":
+            metrics = row["operationMetrics"] or {}
+            deleted += int(metrics.get("numFilesToDelete", 0))
+            reclaimed += int(metrics.get("sizeOfDataToDelete", 0))
+    return StepOutcome(files, files, deleted, reclaimed)
+
+
+def _last_version(table: Any) -> int:
+    row = table.history(1).select("version").first()
+    return -1 if row is None else int(row["version"])
+
+
+def retention_interval(retention_s: float) -> str:
+    return f"interval {max(1, round(retention_s))} seconds"
+
+
+def set_retention(spark: Any, location: str, retention_s: float, log_retention_s: float) -> bool:
+    """Make the table keep removed files ``retention_s`` (what VACUUM and the tombstones in
+    checkpoints go by) and its log ``log_retention_s``."""
+    from delta.tables import DeltaTable
+
+    detail = DeltaTable.forPath(spark, location).detail().first()
+    properties = (detail["properties"] if detail is not None else None) or {}
+    wanted = {
+        FILE_RETENTION: retention_interval(retention_s),
+        LOG_RETENTION: retention_interval(log_retention_s),
+    }
+    if all(properties.get(key) == value for key, value in wanted.items()):
+        return False
+    settings = ", ".join(f"'{key}' = '{value}'" for key, value in wanted.items())
+    spark.sql(f"ALTER TABLE {quoted(location)} SET TBLPROPERTIES ({settings})")
+    log.info("content store %s: %s", location, settings)
+    return True
+
+
+def clean_log(spark: Any, location: str) -> None:
+    """Delete log entries older than the table's log retention, rounded down to the hour.
+    Delta's own cleanup (when it writes a checkpoint) rounds down to the day: it keeps up to a
+    day of commits more, which for a subscriber committing every package is most of the log.
+    There is no public API for this: it calls delta-spark 4.0's DeltaLog through the JVM."""
+    jvm = spark.sparkContext._jvm
+    delta = jvm.org.apache.spark.sql.delta
+    try:
+        delta_log = delta.DeltaLog.forTable(spark._jsparkSession, location)
+        hour = delta.TruncationGranularity.HOUR()
+        delta_log.cleanUpExpiredLogs(snapshot(spark, location), jvm.scala.Option.empty(), hour)
+    except Exception:  # another Delta version: its own daily cleanup still runs
+        log.warning("hourly log cleanup of %s failed", location, exc_info=True)

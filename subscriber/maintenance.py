@@ -1,0 +1,255 @@
+"""Store maintenance that runs by itself, in the subscriber's idle time.
+
+The import loop calls ``Maintenance.step`` when a poll found nothing to import; each call runs
+at most one step, one short operation on the store, so a package arriving meanwhile waits for
+one step at most, never for a whole maintenance run. Steps, in the order they are considered:
+
+* ``purge``: sent statuses and superseded offset rows are removed (every
+  ``purge_every_commits`` commits, and after ``interval_s`` when commits were made since);
+* ``checkpoint``: a Delta checkpoint once enough commits were made; Delta also deletes log
+  entries older than the retention when it writes one;
+* ``retention``: the table keeps its log and removed files for the retention (table
+  properties, set once per process when they differ);
+* ``compact``: OPTIMIZE once ``compact_min_files`` files are below half ``target_file_bytes``
+  (considered after each purge, and after ``interval_s`` for any two small files left);
+* ``vacuum``: VACUUM with the retention every ``interval_s``. It is the one step longer than a
+  commit (seconds of small Spark jobs), so it runs in a thread of its own while imports go on:
+  it deletes only files no version within the retention reads and commits no data, so it
+  cannot conflict with an import. Nothing else is started while it runs.
+
+``purge`` and ``checkpoint`` always run (they did before maintenance existed); the others only
+when maintenance is enabled. None changes content or offset (subscriber.delta_maintenance).
+Each step is logged in one line and counted (subscriber.metrics).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from subscriber.delta_maintenance import small_file_bytes
+from subscriber.metrics import SubscriberMetrics
+from subscriber.settings import SubscriberSettings
+from subscriber.store import StepOutcome, Store
+
+log = logging.getLogger(__name__)
+
+# An idle agent checkpoints its store once this many commits were made since the last
+# checkpoint: Delta's default interval, so readers replay no longer a log than with Delta's
+# own checkpoints, which the store leaves to busy periods (delta_store.CHECKPOINT_INTERVAL).
+IDLE_CHECKPOINT_COMMITS = 10
+
+REPORTS_KEPT = 100
+
+PURGE, CHECKPOINT, RETENTION, COMPACT, VACUUM = (
+    "purge",
+    "checkpoint",
+    "retention",
+    "compact",
+    "vacuum",
+)
+
+
+@dataclass(frozen=True)
+class MaintenancePolicy:
+    enabled: bool = True
+    retention_s: float = 168 * 3600.0
+    log_retention_s: float = 24 * 3600.0
+    interval_s: float = 3600.0
+    compact_min_files: int = 20
+    target_file_bytes: int = 256 * 1024
+    purge_every_commits: int = 100
+    checkpoint_every_commits: int = IDLE_CHECKPOINT_COMMITS
+
+    @classmethod
+    def from_settings(cls, settings: SubscriberSettings) -> MaintenancePolicy:
+        return cls(
+            enabled=settings.maintenance_enabled,
+            retention_s=settings.maintenance_retention_hours * 3600,
+            log_retention_s=settings.maintenance_log_retention_hours * 3600,
+            interval_s=settings.maintenance_interval_s,
+            compact_min_files=settings.maintenance_compact_min_files,
+            target_file_bytes=settings.maintenance_target_file_bytes,
+            purge_every_commits=settings.purge_every_commits,
+        )
+
+
+@dataclass(frozen=True)
+class StepReport:
+    step: str
+    seconds: float
+    files_before: int | None = None
+    files_after: int | None = None
+    files_deleted: int = 0
+    bytes_reclaimed: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class Maintenance:
+    def __init__(
+        self,
+        name: str,
+        store: Store,
+        policy: MaintenancePolicy,
+        metrics: SubscriberMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self.store = store
+        self.policy = policy
+        self.metrics = metrics
+        self.clock = clock
+        # The last runs, newest last, and how many ran in all (tests, bench).
+        self.reports: deque[StepReport] = deque(maxlen=REPORTS_KEPT)
+        self.runs = 0
+        self.commits = 0  # commits this process made (counted by the import loop)
+        self._since_purge = 0
+        started = clock()
+        self._last = {PURGE: started, COMPACT: started, VACUUM: started}
+        self._retention_due: float | None = started  # None: set in this process
+        self._compact_check = False  # a purge ran: see whether compaction is due
+        self._commits_at_compact = 0
+        self._vacuum: threading.Thread | None = None
+        self._vacuumed = False
+
+    # ------------------------------------------------------------------ commits
+    @property
+    def commits_since_purge(self) -> int:
+        return self._since_purge
+
+    @commits_since_purge.setter
+    def commits_since_purge(self, value: int) -> None:
+        self.commits += max(0, value - self._since_purge)
+        self._since_purge = value
+
+    # ------------------------------------------------------------------ scheduling
+    @property
+    def busy(self) -> bool:
+        """True while a VACUUM runs in its thread."""
+        return self._vacuum is not None and self._vacuum.is_alive()
+
+    def step(self) -> StepReport | None:
+        """Run the first step that is due, if any (the import loop calls this when idle).
+        A failing step raises; it is tried again after as many commits, or ``interval_s``."""
+        if self.busy:
+            return None
+        policy, state, now = self.policy, self.store.state, self.clock()
+        purge_due = self._since_purge >= policy.purge_every_commits or (
+            policy.enabled and now - self._last[PURGE] >= policy.interval_s
+        )
+        if state is not None and self._since_purge > 0 and not state.pending_statuses and purge_due:
+            return self._purge(state.sent_statuses_up_to)
+        if self.store.commits_since_checkpoint >= policy.checkpoint_every_commits:
+            return self._run(CHECKPOINT, self._checkpoint)
+        if not policy.enabled:
+            return None
+        if self._retention_due is not None and now >= self._retention_due:
+            self._retention_due = now + policy.interval_s  # a failure: tried again then
+            return self._run(RETENTION, self._set_retention)
+        if self._compact_due(now):
+            return self._run(COMPACT, lambda: self.store.compact(policy.target_file_bytes))
+        if now - self._last[VACUUM] >= policy.interval_s:
+            self._start_vacuum()
+        return None
+
+    def run_all(self, *, up_to_status: int = -1) -> list[StepReport]:
+        """Every step now, in order, in this thread (``scd content maintain``)."""
+        policy = self.policy
+        reports = [
+            self._purge(up_to_status),
+            self._run(COMPACT, lambda: self.store.compact(policy.target_file_bytes)),
+            self._run(RETENTION, self._set_retention),
+            self._run(CHECKPOINT, self._checkpoint),
+            self._run(VACUUM, lambda: self.store.vacuum(policy.retention_s, full=True)),
+        ]
+        return reports
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Wait for a VACUUM in progress (at shutdown)."""
+        if self._vacuum is not None:
+            self._vacuum.join(timeout_s)
+
+    def _compact_due(self, now: float) -> bool:
+        policy = self.policy
+        timed = (
+            now - self._last[COMPACT] >= policy.interval_s
+            and self.commits > self._commits_at_compact
+        )
+        if not (self._compact_check or timed):
+            return False
+        self._compact_check = False
+        self._last[COMPACT] = now
+        self._commits_at_compact = self.commits
+        small_below = small_file_bytes(policy.target_file_bytes)
+        small = self.store.file_stats(small_below).small_files or 0
+        return small >= (2 if timed else policy.compact_min_files)
+
+    # ------------------------------------------------------------------ steps
+    def _purge(self, up_to_status: int) -> StepReport:
+        self._since_purge = 0
+        self._last[PURGE] = self.clock()
+        self._compact_check = True
+
+        def purge() -> StepOutcome:
+            before = self.store.file_stats().files
+            self.store.forget_statuses(up_to_status)
+            return StepOutcome(before, self.store.file_stats().files)
+
+        return self._run(PURGE, purge)
+
+    def _checkpoint(self) -> None:
+        self.store.checkpoint()
+
+    def _set_retention(self) -> None:
+        self.store.set_retention(self.policy.retention_s, self.policy.log_retention_s)
+        self._retention_due = None
+
+    def _start_vacuum(self) -> None:
+        full, self._vacuumed = not self._vacuumed, True  # the first one also finds orphans
+        self._last[VACUUM] = self.clock()
+
+        def vacuum() -> None:
+            try:
+                self._run(VACUUM, lambda: self.store.vacuum(self.policy.retention_s, full=full))
+            except Exception:
+                log.warning("%s: store VACUUM failed; trying again later", self.name, exc_info=True)
+
+        self._vacuum = threading.Thread(target=vacuum, name=f"{self.name}-vacuum", daemon=True)
+        self._vacuum.start()
+
+    def _run(self, step: str, action: Callable[[], StepOutcome | None]) -> StepReport:
+        started = time.perf_counter()
+        try:
+            outcome = action()
+        except Exception:
+            if self.metrics is not None:
+                self.metrics.maintenance_failed(step)
+            raise
+        seconds = time.perf_counter() - started
+        report = StepReport(step, round(seconds, 3))
+        if outcome is not None:
+            report = StepReport(step, round(seconds, 3), **asdict(outcome))
+        self.reports.append(report)
+        self.runs += 1
+        if self.metrics is not None:
+            self.metrics.maintenance_step(
+                step, seconds, report.files_after, report.files_deleted, report.bytes_reclaimed
+            )
+        log.info(
+            "%s: store maintenance %s in %.2f s: files %s -> %s, %d deleted, %d bytes reclaimed",
+            self.name,
+            step,
+            seconds,
+            report.files_before,
+            report.files_after,
+            report.files_deleted,
+            report.bytes_reclaimed,
+            extra={"agent": self.name, "step": step},
+        )
+        return report

@@ -1,0 +1,134 @@
+"""Store maintenance on a real Delta table: compaction, VACUUM and log retention change no
+content and no offset, and the purge never rewrites what an earlier purge wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from subscriber.changes import new_change_set
+from subscriber.delta_store import DeltaStore
+from subscriber.maintenance import Maintenance, MaintenancePolicy
+from subscriber.rows import StoredNode
+from tests.subscriber.harness import committed_offsets
+from tests.subscriber.packages import add, delete, node
+
+pytestmark = pytest.mark.integration
+
+
+def import_one_at_a_time(store: DeltaStore, first: int, count: int) -> None:
+    """``count`` packages from offset ``first``, one commit each: new pages, and every third
+    one an edit of an earlier page (a replacing commit) or, every seventh, a delete."""
+    for offset in range(first, first + count):
+        if offset % 7 == 6:
+            unit = delete(offset, f"/s/p{offset - 5}", deep=True)
+        elif offset % 3 == 2:
+            unit = add(offset, f"/s/p{offset - 2}", node(f"/s/p{offset - 2}", v=f"edit{offset}"))
+        else:
+            unit = add(offset, f"/s/p{offset}", node(f"/s/p{offset}", v="new"), deep=True)
+        store.commit(new_change_set(store.paths, [unit]))
+
+
+def content(spark: Any, location: str) -> tuple[int | None, dict[str, StoredNode]]:
+    """The offset and every node, read back by a store opened afresh."""
+    store = DeltaStore(spark, location)
+    state = store.open()
+    return state.offset, {n.path: n for n in store.nodes("/")}
+
+
+def data_files_on_disk(location: str) -> set[str]:
+    return {p.name for p in Path(location).glob("*.parquet")}
+
+
+def active_files(spark: Any, location: str) -> set[str]:
+    return {Path(f).name for f in spark.read.format("delta").load(location).inputFiles()}
+
+
+def commit_actions(location: str, operation: str) -> list[dict[str, Any]]:
+    """The actions of the (last) commit of ``operation`` in the table's log."""
+    found: list[dict[str, Any]] = []
+    for path in sorted(Path(location, "_delta_log").glob("*.json")):
+        actions = [json.loads(line) for line in path.read_text().splitlines()]
+        if any(a.get("commitInfo", {}).get("operation") == operation for a in actions):
+            found = actions
+    return found
+
+
+def test_maintenance_changes_no_content_no_offset_and_keeps_exactly_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    location = str(tmp_path / "store")
+    store = DeltaStore(spark, location)
+    store.open()
+    import_one_at_a_time(store, 0, 12)
+    offset, nodes = content(spark, location)
+    files_before = store.file_stats().files
+    assert files_before >= 12
+
+    # A zero retention: nothing else writes the table while this runs.
+    policy = MaintenancePolicy(retention_s=0.0, log_retention_s=3600.0, target_file_bytes=1 << 20)
+    maintenance = Maintenance("test", store, policy)
+    reports = {r.step: r for r in maintenance.run_all()}
+    assert list(reports) == ["purge", "compact", "retention", "checkpoint", "vacuum"]
+    assert reports["compact"].files_after is not None
+    assert reports["compact"].files_after <= 2 < files_before
+    assert store.file_stats().files == reports["compact"].files_after
+    optimize = commit_actions(location, "OPTIMIZE")
+    assert [a["add"]["dataChange"] for a in optimize if "add" in a] == [False]
+    assert all(not a["remove"]["dataChange"] for a in optimize if "remove" in a)
+    assert reports["vacuum"].files_deleted > files_before - 2
+    assert reports["vacuum"].bytes_reclaimed > 0
+    assert data_files_on_disk(location) == active_files(spark, location)
+    assert committed_offsets(store) == list(range(12))  # each package once, in one commit
+
+    # Log entries older than the log retention go at the next checkpoint.
+    log_dir = Path(location, "_delta_log")
+    old = time.time() - 2 * 24 * 3600
+    for entry in log_dir.iterdir():
+        if entry.is_file():
+            os.utime(entry, (old, old))
+    first_json = min(log_dir.glob("*.json"))
+    store.checkpoint()
+    assert not first_json.exists()
+
+    assert content(spark, location) == (offset, nodes)
+    offsets = spark.read.format("delta").load(location).where("kind = 'offset'").collect()
+    assert [r["offset"] for r in offsets] == [11]
+
+    import_one_at_a_time(store, 12, 3)  # imports go on after maintenance
+    assert content(spark, location)[0] == 14
+    store.compact(policy.target_file_bytes)
+    assert store.vacuum(0.0, full=False).files_deleted > 0  # LITE: from the log
+    assert data_files_on_disk(location) == active_files(spark, location)
+
+
+def test_a_purge_never_rewrites_what_an_earlier_purge_wrote(spark: Any, tmp_path: Path) -> None:
+    """The current offset row is written alone: the files a purge rewrites hold no offset
+    row, so the next purge leaves them as they are."""
+    location = str(tmp_path / "store")
+    store = DeltaStore(spark, location)
+    store.open()
+    import_one_at_a_time(store, 0, 5)
+    store.forget_statuses(-1)
+    rows = (
+        spark.read.format("delta")
+        .load(location)
+        .selectExpr("kind", "offset", "_metadata.file_name AS file")
+        .collect()
+    )
+    offset_files = {r["file"] for r in rows if r["kind"] == "offset"}
+    assert [r["offset"] for r in rows if r["kind"] == "offset"] == [4]
+    assert {r["kind"] for r in rows if r["file"] in offset_files} == {"offset"}
+    purged = active_files(spark, location) - offset_files
+
+    for offset in range(5, 8):  # new pages only: no commit rewrites an earlier file
+        unit = add(offset, f"/n/p{offset}", node(f"/n/p{offset}"))
+        store.commit(new_change_set(store.paths, [unit]))
+    store.forget_statuses(-1)
+    assert purged <= active_files(spark, location)
+    assert DeltaStore(spark, location).open().offset == 7

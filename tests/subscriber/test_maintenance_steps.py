@@ -1,0 +1,182 @@
+"""Store maintenance scheduling (subscriber/maintenance.py) on the in-memory store: one step per
+idle poll, so a package that arrives while the store is maintained waits for one step at most;
+VACUUM in its own thread while imports go on; maintenance off runs only the purge and the
+checkpoint."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from journal.wire import messages as m
+from subscriber.maintenance import Maintenance, MaintenancePolicy
+from subscriber.store import StepOutcome
+from tests.subscriber.harness import Env
+from tests.subscriber.memory_store import MemoryStore
+from tests.subscriber.packages import add, node, package
+
+ADD = m.ReqType.ADD
+
+
+def calls(store: MemoryStore) -> list[str]:
+    return [name for name, _ in store.maintenance_calls]
+
+
+class Clock:
+    """Monotonic time that a test can move forward."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.offset
+
+
+def committed_store(commits: int) -> MemoryStore:
+    store = MemoryStore()
+    store.open()
+    for i in range(commits):
+        changes = store.begin()
+        changes.add(add(i, f"/p{i}", node(f"/p{i}", v="x")))
+        store.commit(changes)
+    return store
+
+
+def test_each_call_runs_the_first_due_step_only() -> None:
+    store = committed_store(5)
+    clock = Clock()
+    policy = MaintenancePolicy(
+        purge_every_commits=5, checkpoint_every_commits=3, compact_min_files=2, interval_s=60
+    )
+    maintenance = Maintenance("sub", store, policy, clock=clock)
+    maintenance.commits_since_purge = 5  # as the import loop counts them
+    ran = []
+    for _ in range(6):
+        before = len(store.maintenance_calls)
+        report = maintenance.step()
+        assert len(store.maintenance_calls) - before <= 1  # one store operation per call
+        ran.append(report.step if report else None)
+    assert ran == ["purge", "checkpoint", "retention", "compact", None, None]
+    assert store.maintenance_calls[2] == ("retention", (policy.retention_s, policy.log_retention_s))
+    report = maintenance.reports[-1]
+    assert (report.files_before, report.files_after) == (5, 1)
+
+    clock.offset += 61  # the interval passed: VACUUM (in its thread), then nothing
+    assert maintenance.step() is None
+    maintenance.wait(5)
+    assert calls(store)[-1] == "vacuum"
+    assert store.maintenance_calls[-1] == ("vacuum", (policy.retention_s, True))  # first: full
+    clock.offset += 61
+    maintenance.step()
+    maintenance.wait(5)
+    assert store.maintenance_calls[-1] == ("vacuum", (policy.retention_s, False))  # then LITE
+
+
+def test_maintenance_off_only_purges_and_checkpoints() -> None:
+    store = committed_store(4)
+    clock = Clock()
+    policy = MaintenancePolicy(enabled=False, purge_every_commits=4, checkpoint_every_commits=4)
+    maintenance = Maintenance("sub", store, policy, clock=clock)
+    maintenance.commits_since_purge = 4
+    clock.offset += 10 * policy.interval_s
+    for _ in range(5):
+        maintenance.step()
+    maintenance.wait(5)
+    assert calls(store) == ["purge", "checkpoint"]
+
+
+@dataclass
+class SlowSteps(MemoryStore):
+    """A store whose compaction sees a package arrive meanwhile, and whose VACUUM blocks
+    until released."""
+
+    arrives: Callable[[], object] | None = None
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def compact(self, target_file_bytes: int) -> StepOutcome:
+        if self.arrives is not None:
+            self.arrives()
+        return super().compact(target_file_bytes)
+
+    def vacuum(self, retention_s: float, *, full: bool) -> StepOutcome:
+        assert self.release.wait(30)
+        return super().vacuum(retention_s, full=full)
+
+
+def test_a_package_arriving_during_maintenance_waits_for_one_step(local_env: Env) -> None:
+    env = local_env
+    store = SlowSteps()
+    agent = env.memory_agent(
+        store, batch_max=1, purge_every_commits=3, maintenance_compact_min_files=2
+    )
+    for i in range(3):
+        env.send(package(f"p{i}", ADD, [(f"/p{i}", True)], [node(f"/p{i}")]))
+    while agent.run_once():
+        pass  # the last call found nothing: the purge
+    assert calls(store) == ["purge"]
+    assert agent.run_once() == 0
+    assert calls(store)[-1] == "retention"
+
+    late: list[int] = []
+    store.arrives = lambda: late.append(
+        env.send(package("late", ADD, [("/late", True)], [node("/late")]))
+    )
+    assert agent.run_once() == 0  # the compaction, during which the package arrives
+    assert calls(store)[-1] == "compact"
+    assert agent.run_once() == 1  # the next poll imports it: no other step first
+    assert agent.processed_offset == late[0]
+    assert calls(store)[-1] == "compact"
+
+    # VACUUM runs in its own thread: imports go on, nothing else starts until it ends.
+    maintenance = agent.bookkeeping.maintenance
+    maintenance.clock = Clock()
+    assert isinstance(maintenance.clock, Clock)
+    maintenance.clock.offset += maintenance.policy.interval_s + 1
+    while not maintenance.busy:
+        assert agent.run_once() == 0 or calls(store)[-1] != "vacuum"
+    during = env.send(package("during", ADD, [("/during", True)], [node("/during")]))
+    before = len(store.maintenance_calls)
+    assert agent.run_once() == 1
+    assert agent.processed_offset == during
+    assert agent.run_once() == 0
+    assert len(store.maintenance_calls) == before  # busy: no step started
+    store.release.set()
+    maintenance.wait(5)
+    assert not maintenance.busy
+    assert maintenance.reports[-1].step == "vacuum"
+    metrics = agent.metrics.render().decode()
+    assert 'scd_store_maintenance_runs_total{agent="sub",step="vacuum"} 1.0' in metrics
+    assert 'scd_store_maintenance_seconds_count{agent="sub",step="compact"}' in metrics
+    assert 'scd_store_files{agent="sub"}' in metrics
+    agent.stop()
+
+
+@dataclass
+class FailingCompaction(MemoryStore):
+    def compact(self, target_file_bytes: int) -> StepOutcome:
+        raise RuntimeError(f"compaction to {target_file_bytes} bytes went wrong")
+
+
+def test_a_failing_step_is_logged_counted_and_does_not_stop_imports(
+    local_env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = local_env
+    store = FailingCompaction()
+    agent = env.memory_agent(
+        store, batch_max=1, purge_every_commits=2, maintenance_compact_min_files=2
+    )
+    for i in range(2):
+        env.send(package(f"p{i}", ADD, [(f"/p{i}", True)], [node(f"/p{i}")]))
+    for _ in range(6):
+        agent.run_once()  # imports, purge, retention, the failing compaction, ...
+    assert "store housekeeping failed" in caplog.text
+    metrics = agent.metrics.render().decode()
+    assert 'scd_store_maintenance_failures_total{agent="sub",step="compact"} 1.0' in metrics
+    offset = env.send(package("after", ADD, [("/after", True)], [node("/after")]))
+    assert agent.run_once() == 1
+    assert agent.processed_offset == offset
+    agent.stop()
