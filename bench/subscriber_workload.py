@@ -49,6 +49,8 @@ PUB_SLING_ID = "bench-publisher"
 MIXES: dict[str, tuple[float, float, float]] = {
     "mixed": (0.80, 0.15, 0.05),
     "inserts-only": (1.0, 0.0, 0.0),
+    # A caught-up site: new pages and edits of existing ones (bench/subscriber_longrun.py).
+    "pages-and-edits": (0.80, 0.20, 0.0),
 }
 # Target size of one encoded (compressed) package, and the raw bytes of its inline image.
 DEFAULT_PACKAGE_BYTES = 5 * 1024
