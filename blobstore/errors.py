@@ -1,4 +1,4 @@
-"""Errors raised by the blob store, all under :class:`journal.errors.ScdError`.
+"""Errors raised by the blob store, all under :class:`runtime.errors.ScdError`.
 
 Each says whether retrying the same call can help: a server that does not answer is worth
 retrying, a wrong password or a missing object is not.
@@ -6,7 +6,7 @@ retrying, a wrong password or a missing object is not.
 
 from __future__ import annotations
 
-from journal.errors import ScdError
+from runtime.errors import ScdError
 
 
 class BlobStoreError(ScdError):

@@ -8,7 +8,7 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from journal.config import ScdSettings
+from runtime.config import ScdSettings
 
 MIB = 1024 * 1024
 

@@ -12,7 +12,7 @@ cd "$SCD_REPO_DIR"
 
 scd_ensure_venv
 
-PYTHON_CODE=(journal blobstore publisher subscriber bench tests proto)
+PYTHON_CODE=(runtime journal blobstore publisher subscriber scd bench tests proto)
 failed=()
 "$VENV/bin/ruff" check "${PYTHON_CODE[@]}" || failed+=("ruff check")
 "$VENV/bin/ruff" format --check "${PYTHON_CODE[@]}" || failed+=("ruff format")

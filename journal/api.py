@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Self
 
-from journal.errors import MessageTooLarge
+from journal.leadership import Election, Leadership
+from runtime.errors import MessageTooLarge
 
 # Bytes a Kafka record adds around key, value and headers (record batch header of 61 bytes,
 # per-record varints and attributes). The pre-send size check adds it so a record that passes
@@ -273,6 +274,10 @@ class Journal(abc.ABC):
     @abc.abstractmethod
     def fenced_writer(self, fence_id: str) -> FencedWriter:
         """Open the writer for ``fence_id``, fencing the ones opened before (FencedWriter)."""
+
+    @abc.abstractmethod
+    def leadership(self, election: Election) -> Leadership:
+        """This process's membership in ``election``, not yet started (``Leadership.start``)."""
 
     @abc.abstractmethod
     def close(self) -> None: ...

@@ -10,11 +10,11 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 
 from journal.api import Journal, Position
-from journal.errors import DecodeError
 from journal.factory import open_journal
 from journal.settings import JournalSettings
 from journal.topics import topic_specs
 from journal.wire.messages import decode
+from runtime.errors import DecodeError
 
 # How long `scd tail` waits for more records before it stops (unless --follow).
 TAIL_IDLE_S = 1.0

@@ -35,7 +35,6 @@ from journal.api import (
     Position,
     TopicSpec,
 )
-from journal.errors import JournalUnavailable, UnknownTopic
 from journal.kafka_consumer import (
     STALL_CHECK_S,
     STALL_QUERY_TIMEOUT_S,
@@ -44,6 +43,9 @@ from journal.kafka_consumer import (
 )
 from journal.kafka_errors import journal_error, log_client_error
 from journal.kafka_fenced import KafkaFencedWriter
+from journal.kafka_leadership import KafkaLeadership
+from journal.leadership import Election, Leadership
+from runtime.errors import JournalUnavailable, UnknownTopic
 
 log = logging.getLogger(__name__)
 
@@ -324,6 +326,9 @@ class KafkaJournal(Journal):
         which fences older producers and aborts their open transaction. Readers read committed
         records only (librdkafka's default isolation), so an aborted batch is never read."""
         return KafkaFencedWriter(self, fence_id)
+
+    def leadership(self, election: Election) -> Leadership:
+        return KafkaLeadership(self, self._common, election)
 
     def close(self) -> None:
         if self._producer is not None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from journal.api import FencedWriter, OutgoingRecord
-from journal.errors import Fenced, JournalError, JournalUnavailable
+from runtime.errors import Fenced, JournalError, JournalUnavailable
 
 if TYPE_CHECKING:
     from journal.kafka import KafkaJournal

@@ -22,8 +22,8 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
-from journal.errors import ConfigError, ScdError
 from journal.wire.signing import BASE64_PREFIX, MAX_KEY_ID_CHARS, valid_key_id
+from runtime.errors import ConfigError, ScdError
 
 
 def _write_new(path: Path, data: bytes, mode: int) -> None:

@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 from google.protobuf.message import Message
 
 from journal.api import Consumer, Journal, PendingSend, Position, Record
-from journal.errors import DecodeError, JournalError, UnknownMessageType
-from journal.ratelog import RateLimitedLog
-from journal.supervisor import SupervisedThread
 from journal.wire.messages import decode, encode, type_name
 from journal.wire.signing import RecordSigner
+from runtime.errors import DecodeError, JournalError, UnknownMessageType
+from runtime.ratelog import RateLimitedLog
+from runtime.supervisor import SupervisedThread
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,9 @@ from journal.api import (
     Record,
     TopicSpec,
 )
-from journal.errors import Fenced, JournalError, JournalUnavailable, UnknownTopic
+from journal.leadership import Election, FileLockLeadership, Leadership
+from runtime.clock import now_ms
+from runtime.errors import Fenced, JournalError, JournalUnavailable, UnknownTopic
 
 log = logging.getLogger(__name__)
 
@@ -191,10 +193,10 @@ class SqliteJournal(Journal):
             batch, self._queue = self._queue, []
             if not batch:
                 return
-            now_ms = int(time.time() * 1000)
+            now = now_ms()
             try:
                 with self._transaction():
-                    self._append(batch, now_ms)
+                    self._append(batch, now)
             except sqlite3.Error as exc:
                 error = self._refused(exc)
                 for item in batch:
@@ -206,7 +208,7 @@ class SqliteJournal(Journal):
                     item.pending.offset = None
                     item.pending.error = exc
                 raise
-            self._expire(now_ms)
+            self._expire(now)
 
     def _append(self, batch: list[_Queued], now_ms: int) -> None:
         next_offsets: dict[tuple[str, int], int] = {}
@@ -278,7 +280,7 @@ class SqliteJournal(Journal):
         """Apply retention immediately (tests and maintenance)."""
         with self._lock:
             self._last_retention = 0.0
-            self._expire(int(time.time() * 1000))
+            self._expire(now_ms())
 
     def consumer(
         self, topic: str, position: Position, partitions: Sequence[int] | None = None
@@ -315,9 +317,13 @@ class SqliteJournal(Journal):
                 ).fetchone()
                 if row is None or int(row[0]) != epoch:
                     raise Fenced(f"writer {fence_id!r} (epoch {epoch}) was superseded")
-                self._append(batch, int(time.time() * 1000))
+                self._append(batch, now_ms())
         except sqlite3.Error as exc:
             raise self._refused(exc) from exc
+
+    def leadership(self, election: Election) -> Leadership:
+        lock = self.path.with_name(f"{self.path.name}.{election.name}.leader.lock")
+        return FileLockLeadership(lock, election.retry_s, election.thread_name)
 
     def close(self) -> None:
         try:

@@ -4,7 +4,7 @@ Threads: the queue cache's tail consumer; two journal pollers (discovery topic: 
 log messages; status topic: status and log messages, both from the earliest record); the
 leader election; a maintenance loop (discovery view refresh, metrics, cache recycle) and, on
 the leader only, the events loop and the cleanup loop. Every one is supervised
-(journal/supervisor.py): an unexpected exception is logged, counted and the loop restarted;
+(runtime/supervisor.py): an unexpected exception is logged, counted and the loop restarted;
 readiness fails while one is down. Expected failures (ScdError: the journal or the blob store
 unreachable) are handled inside each loop.
 """
@@ -19,10 +19,9 @@ from dataclasses import dataclass
 
 from blobstore import BlobStore
 from journal.api import Journal, Position
-from journal.errors import JournalError, ScdError
+from journal.leadership import Leadership
 from journal.messaging import MessagePoller
 from journal.settings import JournalSettings
-from journal.supervisor import Supervisor, register_metrics
 from journal.topics import topic_specs
 from journal.wire.messages import DiscoveryMessage, LogMessage, PackageStatusMessage
 from journal.wire.signing import signer_from_settings
@@ -30,11 +29,11 @@ from publisher.bad_records import BadRecords
 from publisher.cleanup import BlobCleanup, CleanupResult
 from publisher.commands import Clearer
 from publisher.content_source import DirectoryContentSource
-from publisher.discovery import DiscoveryView, now_ms
+from publisher.discovery import DiscoveryView
 from publisher.distribute import Distributor
 from publisher.error_queues import ErrorQueues
 from publisher.events import DistributedEvents
-from publisher.leader import Leadership, make_leadership
+from publisher.leader import leader_election
 from publisher.metrics import PublisherMetrics
 from publisher.package_builder import PackageBuilder
 from publisher.queue_cache import QueueCache
@@ -42,6 +41,9 @@ from publisher.queues import Queues, QueueSummary
 from publisher.settings import PublisherSettings
 from publisher.spill import PackageSpill
 from publisher.throttle import Throttle
+from runtime.clock import now_ms
+from runtime.errors import JournalError, ScdError
+from runtime.supervisor import Supervisor, register_metrics
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +162,7 @@ class PublisherAgent:
             grace_s=settings.cleanup_grace_s,
             metrics=self.metrics,
         )
-        self.leadership = leadership or make_leadership(journal, journal_settings, settings)
+        self.leadership = leadership or journal.leadership(leader_election(settings))
         self._pollers: list[MessagePoller] = []
         self._stop = threading.Event()
         self.supervisor = Supervisor(self._stop)

@@ -18,7 +18,7 @@ from typing import Protocol, TypeVar
 from prometheus_client import Counter
 
 from journal.api import Record
-from journal.ratelog import RateLimitedLog
+from runtime.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 

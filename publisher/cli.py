@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 
-from journal.errors import ScdError
-from journal.progress import ProgressBar
+from runtime.errors import ScdError
+from runtime.progress import ProgressBar
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 # A distribute returns once the package is on the log; the journal's send timeout (30 s)

@@ -17,15 +17,15 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from blobstore import BlobStoreSettings, open_blob_store
-from journal.config import describe_settings_error
-from journal.errors import ConfigError, ScdError
 from journal.factory import open_journal
-from journal.logs import configure_logging, enable_stack_dumps
-from journal.redaction import redact
 from journal.settings import JournalSettings
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.settings import PublisherSettings
+from runtime.config import describe_settings_error
+from runtime.errors import ConfigError, ScdError
+from runtime.logs import configure_logging, enable_stack_dumps
+from runtime.redaction import redact
 
 log = logging.getLogger(__name__)
 

@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from journal.api import Record
-from journal.ratelog import RateLimitedLog
 from journal.wire.messages import DiscoveryMessage
 from publisher.bad_records import BadRecord, check_count, check_name, check_offset
 from publisher.metrics import PublisherMetrics
 from publisher.settings import DEFAULT_MAX_SUBSCRIBERS
+from runtime.clock import now_ms
+from runtime.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +66,6 @@ class Subscriber:
     def queue_name(self) -> str:
         """Sling's queue name: ``<subscriber instance id>-<subscriber agent name>``."""
         return f"{self.sling_id}-{self.agent_name}"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def subscriber_of(message: DiscoveryMessage, seen_ms: int) -> Subscriber:

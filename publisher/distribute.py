@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from journal.api import Journal
-from journal.errors import ScdError
 from journal.wire.messages import PackageMessage, encode
 from journal.wire.package import PACKAGE_TYPE
 from journal.wire.signing import RecordSigner
@@ -25,6 +24,7 @@ from publisher.package_builder import BuiltPackage, PackageBuilder
 from publisher.request import Action, DistributeRequest
 from publisher.spill import PackageSpill
 from publisher.values import UploadedPart
+from runtime.errors import ScdError
 
 log = logging.getLogger(__name__)
 

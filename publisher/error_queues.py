@@ -24,11 +24,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from journal.api import Record
-from journal.ratelog import RateLimitedLog
 from journal.wire.messages import LogMessage, PackageStatusMessage, Status
 from publisher.bad_records import check_enum, check_name, check_offset
 from publisher.metrics import PublisherMetrics
 from publisher.settings import DEFAULT_MAX_SUBSCRIBERS
+from runtime.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Errors of the publisher agent, under the root :class:`journal.errors.ScdError`.
+"""Errors of the publisher agent, under the root :class:`runtime.errors.ScdError`.
 
 Each maps to one HTTP status in the REST API (publisher/api/errors.py); ``retriable`` says
 whether the same request may succeed later.
@@ -6,7 +6,7 @@ whether the same request may succeed later.
 
 from __future__ import annotations
 
-from journal.errors import ScdError
+from runtime.errors import ScdError
 
 
 class PublisherError(ScdError):

@@ -14,7 +14,6 @@ of inline bytes stops an export of a huge tree before it is all in memory.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from publisher.content_source import DirectoryContentSource
 from publisher.errors import ContentNotFound, InvalidRequest, PackageTooLarge
 from publisher.request import Action, DistributeRequest, PropertyValue
 from publisher.values import UploadedPart, ValueConverter, set_properties
+from runtime.clock import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class PackageBuilder:
         self.content_source = content_source
         self.binary_threshold_bytes = binary_threshold_bytes
         self.max_package_bytes = max_package_bytes
-        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.clock_ms = clock_ms or now_ms
 
     def build(
         self, request: DistributeRequest, parts: Mapping[str, UploadedPart] | None = None

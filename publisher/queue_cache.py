@@ -24,9 +24,6 @@ from collections import Counter
 from collections.abc import Iterator
 
 from journal.api import Consumer, Journal, Position, Record
-from journal.errors import DecodeError, JournalError, UnknownMessageType
-from journal.ratelog import RateLimitedLog
-from journal.supervisor import SupervisedThread
 from journal.wire.messages import PackageMessage, ReqType, decode
 from journal.wire.rules import DEFAULT_LIMITS
 from publisher.bad_records import (
@@ -39,6 +36,9 @@ from publisher.bad_records import (
 from publisher.entries import Entry, EntrySegment
 from publisher.errors import CacheFetchTimeout
 from publisher.metrics import PublisherMetrics
+from runtime.errors import DecodeError, JournalError, UnknownMessageType
+from runtime.ratelog import RateLimitedLog
+from runtime.supervisor import SupervisedThread
 
 log = logging.getLogger(__name__)
 

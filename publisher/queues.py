@@ -15,11 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from publisher.discovery import DiscoveryView, Subscriber, now_ms
+from publisher.discovery import DiscoveryView, Subscriber
 from publisher.entries import Entry
 from publisher.error_queues import ErrorQueues, ReportedError
 from publisher.errors import QueueNotFound
 from publisher.queue_cache import QueueCache
+from runtime.clock import now_ms
 
 ERROR_QUEUE_SUFFIX = "-error"
 

@@ -16,7 +16,7 @@ from typing import Self
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from journal.config import ScdSettings
+from runtime.config import ScdSettings
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -7,7 +7,7 @@
 * the command reader (subscriber.commands), on editable subscribers only: clear requests,
   which the import loop persists.
 
-Every thread is supervised (journal.supervisor): an exception is logged, counted and the
+Every thread is supervised (runtime.supervisor): an exception is logged, counted and the
 thread restarted; ``ready`` answers False while one is down.
 """
 
@@ -18,10 +18,10 @@ import threading
 from blobstore.api import BlobStore
 from journal.api import Journal, Position
 from journal.messaging import MessagePoller, MessageSender
-from journal.supervisor import Supervisor
 from journal.wire import messages as m
 from journal.wire import rules
 from journal.wire.signing import verifier_from_settings
+from runtime.supervisor import Supervisor
 from subscriber.announcer import Announcer
 from subscriber.behind_log import LogGaps
 from subscriber.bookkeeping import IDLE_CHECKPOINT_COMMITS, Bookkeeping

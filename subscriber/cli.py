@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from blobstore.factory import open_blob_store
-from journal.progress import ProgressBar
 from journal.wire.package import FILE_DATA
+from runtime.progress import ProgressBar
 from subscriber.content import list_tree, open_binary, read_node
 from subscriber.delta_store import DeltaStore
 from subscriber.export import export_tree

@@ -18,12 +18,12 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from blobstore.factory import open_blob_store
-from journal.config import describe_settings_error
-from journal.errors import ConfigError, ScdError
 from journal.factory import open_journal
-from journal.logs import configure_logging, enable_stack_dumps
-from journal.redaction import redact
 from journal.topics import topic_specs
+from runtime.config import describe_settings_error
+from runtime.errors import ConfigError, ScdError
+from runtime.logs import configure_logging, enable_stack_dumps
+from runtime.redaction import redact
 from subscriber.agent import SubscriberAgent
 from subscriber.delta_store import DeltaStore
 from subscriber.http import HealthServer

@@ -4,7 +4,7 @@ Everything a record carries is checked here, before the import looks at it: its 
 (when keys are configured), the message's fields, the package bytes (length, checksum,
 format version, decoded size) and the content rules. A failure is kept with the record:
 
-* permanent (journal.errors.PermanentError: undecodable, forged, unknown version or enum,
+* permanent (runtime.errors.PermanentError: undecodable, forged, unknown version or enum,
   checksum mismatch, over a size limit, content breaking a rule): the package can never be
   imported anywhere; the import records REMOVED_FAILED for it at once, never retrying it;
 * transient (anything else: blob store or journal unavailable, a blob not there yet): a retry
@@ -20,11 +20,11 @@ from google.protobuf.message import Message
 
 from blobstore.api import BlobStore
 from journal.api import Record
-from journal.errors import DecodeError, PermanentError, UnknownMessageType
 from journal.wire import messages as m
 from journal.wire import rules
 from journal.wire.package import ContentPackage
 from journal.wire.signing import RecordVerifier
+from runtime.errors import DecodeError, PermanentError, UnknownMessageType
 from subscriber.fetch import read_package
 
 

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import uuid
 from typing import Any
 
+from runtime.clock import now_ms
 from subscriber import delta_maintenance
 from subscriber.changes import ChangeSet, status_name
 from subscriber.rows import (
@@ -82,10 +82,6 @@ STORE_SESSION_CONF = {
 # Below this many rows a commit is written by one task: one file instead of one per core, and
 # no task to schedule for an empty slice. Large batches keep the parallel write.
 SINGLE_TASK_ROWS = 1000
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _write_checkpoint(spark: Any, location: str) -> None:
@@ -145,7 +141,7 @@ class DeltaStore:
             # A new table, or a copy at a new location: a new subscriber instance. A new table
             # is created by this first append (one commit).
             instance = uuid.uuid4().hex
-            row = (KIND_META, meta_key, *([None] * 8), instance, _now_ms())
+            row = (KIND_META, meta_key, *([None] * 8), instance, now_ms())
             self._write(
                 [row],
                 user_metadata={"instance": instance},
@@ -229,7 +225,7 @@ class DeltaStore:
     def commit(self, changes: ChangeSet) -> None:
         """Apply a batch: content, offset and statuses in one Delta commit."""
         assert self.state is not None, "open() the store first"
-        now = _now_ms()
+        now = now_ms()
         last = changes.units[-1]
         rows: list[tuple[Any, ...]] = [
             node_row(node, *changes.node_offsets[path], last.pub_agent, now)
@@ -284,7 +280,7 @@ class DeltaStore:
         """Commit a processed offset with no content change (start position, skips)."""
         assert self.state is not None, "open() the store first"
         self._write(
-            [bookkeeping_row(KIND_OFFSET, offset, _now_ms(), info=reason)],
+            [bookkeeping_row(KIND_OFFSET, offset, now_ms(), info=reason)],
             user_metadata={"offsets": [offset, offset], "reason": reason},
         )
         self.state.offset = offset
@@ -294,7 +290,7 @@ class DeltaStore:
         assert self.state is not None, "open() the store first"
         if offset > self.state.clear_offset(pub_agent):
             self._write(
-                [bookkeeping_row(KIND_CLEAR, offset, _now_ms(), pub_agent=pub_agent)],
+                [bookkeeping_row(KIND_CLEAR, offset, now_ms(), pub_agent=pub_agent)],
                 user_metadata={"clear": offset, "pub_agent": pub_agent},
             )
             self.state.clear_offsets[pub_agent] = offset

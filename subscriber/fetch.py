@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from blobstore.api import BlobStore
 from blobstore.errors import BlobNotFound, BlobStoreError, InvalidBlobKey
-from journal.errors import DecodeError, PermanentError, ScdError
 from journal.wire.messages import PackageMessage
 from journal.wire.package import ContentPackage, checksum, decode_package
+from runtime.errors import DecodeError, PermanentError, ScdError
 
 
 class PackageUnavailable(ScdError):

@@ -8,7 +8,7 @@
 
 The endpoint knows nothing of the agent: it is given three callables. It runs uvicorn in a
 background thread; uvicorn installs signal handlers only in the main thread, so the daemon
-keeps its own SIGTERM handling (see journal/http_server.py).
+keeps its own SIGTERM handling (see runtime/http_server.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from journal.http_server import DEFAULT_HOST, AppServer, ServerError
+from runtime.http_server import DEFAULT_HOST, AppServer, ServerError
 
 # A port in use (or any start failure) of the health endpoint.
 HealthServerError = ServerError

@@ -29,9 +29,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from journal.api import Consumer, Journal, Position, Record
-from journal.errors import JournalError
-from journal.ratelog import RateLimitedLog
 from journal.wire import messages as m
+from runtime.clock import now_ms
+from runtime.errors import JournalError
+from runtime.ratelog import RateLimitedLog
 from subscriber.behind_log import LogGaps
 from subscriber.bookkeeping import Bookkeeping
 from subscriber.changes import ChangeSet, Unit
@@ -339,10 +340,10 @@ class ImportLoop:
         self._committed(changes, time.monotonic() - started)
 
     def _committed(self, changes: ChangeSet, elapsed: float) -> None:
-        now_ms = int(time.time() * 1000)
+        now = now_ms()
         for unit in changes.units:
             if unit.package is not None:
-                self.metrics.package_imported(unit.package.ByteSize(), unit.created_ms, now_ms)
+                self.metrics.package_imported(unit.package.ByteSize(), unit.created_ms, now)
                 self.readiness.on_imported(unit.created_ms)
         self.metrics.batch_imported(len(changes.units), elapsed)
         self.counters.import_seconds.append(elapsed)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from journal.supervisor import register_metrics as register_thread_metrics
+from runtime.supervisor import register_metrics as register_thread_metrics
 
 # Package sizes: DELETE/TEST packages are a few hundred bytes, typical ADDs < 10 KB, and the
 # inline limit is 800 KiB (819200, its own bucket edge, so inline and spilled packages separate);
@@ -61,7 +61,7 @@ class SubscriberMetrics:
     def __init__(self, agent: str) -> None:
         self.agent = agent
         self.registry = CollectorRegistry(auto_describe=True)
-        # Process-wide, labelled by thread name only (journal/supervisor.py).
+        # Process-wide, labelled by thread name only (runtime/supervisor.py).
         register_thread_metrics(self.registry)
         r, label = self.registry, ["agent"]
         self.imported_package_size = Histogram(

@@ -13,7 +13,7 @@ only once its content is about current. It becomes ready on the first of:
 Once ready it stays ready, as in Sling: readiness is about the start, and an instance that
 served traffic must not flap out of the load balancer when a burst of packages arrives. A
 background thread that is down is another matter: ``supervised_check`` makes the endpoint
-answer 503 while one is (journal/supervisor.py), whatever these rules say.
+answer 503 while one is (runtime/supervisor.py), whatever these rules say.
 
 All times are wall-clock seconds (``time.time``) because a package's age compares its
 publisher's wall-clock creation time with ours; a clock step can only make a rule fire
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from journal.supervisor import Supervisor
+from runtime.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ from pydantic import Field, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from blobstore.settings import BlobStoreSettings
-from journal.config import ScdSettings
 from journal.settings import JournalSettings
 from journal.wire.package import MAX_DECODED_BYTES
 from journal.wire.signing import check_key_ids, parse_key_list
+from runtime.config import ScdSettings
 
 
 class SubscriberSettings(ScdSettings):

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from google.protobuf.message import Message
 
-from journal.errors import DecodeError, JournalError, UnknownMessageType
 from journal.wire.journal_pb2 import (
     ClearCommand,
     CommandMessage,
@@ -25,6 +24,7 @@ from journal.wire.journal_pb2 import (
     SubscriberConfiguration,
     SubscriberState,
 )
+from runtime.errors import DecodeError, JournalError, UnknownMessageType
 
 __all__ = [
     "MESSAGE_TYPES",

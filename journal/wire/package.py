@@ -13,7 +13,6 @@ import zlib
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
-from journal.errors import DecodeError, UnsupportedPackageVersion
 from journal.wire.package_pb2 import (
     Binary,
     BlobRef,
@@ -23,6 +22,7 @@ from journal.wire.package_pb2 import (
     Node,
     Value,
 )
+from runtime.errors import DecodeError, UnsupportedPackageVersion
 
 __all__ = [
     "FILE_DATA",

@@ -16,7 +16,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from journal.errors import PermanentError
 from journal.wire.journal_pb2 import PackageMessage, ReqType
 from journal.wire.package import (
     MAX_DECODED_BYTES,
@@ -26,6 +25,7 @@ from journal.wire.package import (
     Node,
     Value,
 )
+from runtime.errors import PermanentError
 
 # Rule names, as errors and documentation cite them.
 PATH_SYNTAX = "path-syntax"

@@ -34,8 +34,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 from pydantic import SecretStr
 
-from journal.errors import ConfigError, DecodeError
 from journal.wire.messages import TYPE_HEADER, VERSION_HEADER
+from runtime.errors import ConfigError, DecodeError
 
 SIG_KEY_HEADER = "sig-key"
 SIG_HEADER = "sig"

@@ -12,7 +12,6 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from blobstore import BlobStoreUnavailable, InvalidBlobKey, InvalidBlobMetadata
-from journal.errors import JournalUnavailable, MessageTooLarge, ScdError
 from journal.wire.rules import ContentRuleError
 from publisher.errors import (
     CacheFetchTimeout,
@@ -22,6 +21,7 @@ from publisher.errors import (
     PackageTooLarge,
     QueueNotFound,
 )
+from runtime.errors import JournalUnavailable, MessageTooLarge, ScdError
 
 log = logging.getLogger(__name__)
 

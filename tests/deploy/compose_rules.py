@@ -20,10 +20,10 @@ import yaml
 from pydantic import ValidationError
 
 from blobstore.settings import BlobStoreSettings
-from journal.config import setting_env_names
-from journal.errors import ConfigError
 from journal.settings import JournalSettings
 from publisher.settings import PublisherSettings
+from runtime.config import setting_env_names
+from runtime.errors import ConfigError
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_config
 

@@ -19,13 +19,13 @@ from urllib.parse import quote
 import httpx
 
 from journal.api import Journal, Position
-from journal.http_server import AppServer
 from journal.messaging import MessageSender
 from journal.settings import TopicSettings
 from journal.wire import messages as m
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.events import distributed_event
+from runtime.http_server import AppServer
 from tests.fuzz import records as r
 from tests.fuzz.liveness import ThreadWatch, increased, restart_counts
 from tests.publisher.conftest import AUTH

@@ -31,13 +31,13 @@ from pydantic import SecretStr
 
 from blobstore.factory import open_blob_store
 from journal.api import Journal, Position
-from journal.errors import DecodeError
 from journal.factory import open_journal
-from journal.http_server import AppServer
 from journal.topics import topic_specs
 from journal.wire import messages as m
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
+from runtime.errors import DecodeError
+from runtime.http_server import AppServer
 from subscriber.agent import SubscriberAgent
 from subscriber.http import HealthServer
 from tests.fuzz import records as r

@@ -41,11 +41,11 @@ from schemathesis.specs.openapi.checks import (
 
 from blobstore.local import LocalBlobStore
 from journal.api import Journal
-from journal.http_server import AppServer
 from journal.settings import JournalSettings, TopicSettings
 from journal.sqlite import SqliteJournal
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
+from runtime.http_server import AppServer
 from subscriber.http import Health, HealthServer
 from subscriber.http import create_app as create_health_app
 from tests.publisher.conftest import AUTH, publisher_settings

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from blobstore.local import LocalBlobStore
 from journal.api import Record
-from journal.errors import DecodeError, PermanentError, ScdError
 from journal.wire import messages as m
 from journal.wire.package import ContentPackage, decode_package
 from journal.wire.rules import DEFAULT_LIMITS, check_package
+from runtime.errors import DecodeError, PermanentError, ScdError
 from subscriber.changes import ChangeSet, Unit
 from subscriber.decoding import RecordDecoder
 from subscriber.rows import node_row

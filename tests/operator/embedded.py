@@ -20,7 +20,6 @@ from pydantic import SecretStr
 from blobstore.factory import open_blob_store
 from blobstore.settings import BlobStoreSettings
 from journal.factory import open_journal
-from journal.http_server import AppServer
 from journal.messaging import MessageSender
 from journal.settings import JournalSettings
 from journal.topics import topic_specs
@@ -30,6 +29,7 @@ from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.queues import QueueSummary
 from publisher.settings import PublisherSettings
+from runtime.http_server import AppServer
 from subscriber.agent import SubscriberAgent
 from subscriber.delta_store import DeltaStore
 from subscriber.http import HealthServer

@@ -20,11 +20,11 @@ import pytest
 from selenium.webdriver.support.select import Select
 
 from blobstore.local import LocalBlobStore
-from journal.http_server import AppServer
 from journal.settings import JournalSettings, TopicSettings
 from journal.sqlite import SqliteJournal
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
+from runtime.http_server import AppServer
 from tests.operator.console_page import ConsolePage
 from tests.operator.embedded import TOKEN, Embedded
 from tests.publisher.conftest import publisher_settings

@@ -21,13 +21,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from blobstore.factory import open_blob_store
 from journal.api import Journal
-from journal.errors import JournalUnavailable
 from journal.factory import open_journal
 from journal.kafka import KafkaJournal
 from journal.kafka_consumer import KafkaConsumer, consumer_config
 from journal.sqlite import SqliteJournal
 from journal.wire import messages as m
 from journal.wire.package import ContentPackage
+from runtime.errors import JournalUnavailable
 from subscriber.agent import SubscriberAgent
 from subscriber.delta_store import DeltaStore
 from subscriber.settings import SubscriberSettings
@@ -292,7 +292,7 @@ def test_a_delta_store_records_the_accepted_gap_in_its_history(
 
 
 def test_the_cli_flag_sets_accept_gap(monkeypatch: pytest.MonkeyPatch) -> None:
-    from journal.cli import build_parser
+    from scd.cli import build_parser
     from subscriber import cli, daemon
 
     ran: list[bool] = []

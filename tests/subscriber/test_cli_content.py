@@ -27,7 +27,7 @@ BIG = bytes(range(256)) * 400  # 100 KiB, stored in the blob store by reference
 
 def scd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "journal.cli", *args],
+        [sys.executable, "-m", "scd.cli", *args],
         env=env,
         capture_output=True,
         timeout=300,

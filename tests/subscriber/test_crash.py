@@ -38,8 +38,8 @@ import pytest
 
 from blobstore.api import BlobStore
 from journal.api import Position
-from journal.errors import ScdError
 from journal.wire import messages as m
+from runtime.errors import ScdError
 from subscriber.delta_store import DeltaStore
 from subscriber.rows import KIND_OFFSET
 from tests import services

@@ -26,8 +26,8 @@ from publisher.agent import PublisherAgent
 from publisher.api.deps import AgentDep
 from publisher.api.models import ApiModel
 from publisher.console.events import RecentEvents
-from publisher.discovery import now_ms
 from publisher.request import Action
+from runtime.clock import now_ms
 
 router = APIRouter(tags=["console"])
 

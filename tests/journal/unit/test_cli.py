@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from journal.cli import main
 from journal.factory import open_journal
 from journal.messaging import MessageSender
 from journal.settings import JournalSettings
 from journal.wire import messages as m
+from scd.cli import main
 
 
 @pytest.fixture

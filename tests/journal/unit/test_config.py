@@ -8,11 +8,11 @@ import pytest
 from pydantic import ValidationError
 
 from blobstore.settings import BlobStoreSettings
-from journal.config import ScdSettings, config_file
-from journal.errors import ConfigError
 from journal.settings import JournalSettings
 from publisher import daemon as publisher_daemon
 from publisher.settings import PublisherSettings
+from runtime.config import ScdSettings, config_file
+from runtime.errors import ConfigError
 from subscriber import daemon as subscriber_daemon
 from subscriber.settings import SubscriberSettings
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from journal.errors import PermanentError
 from journal.wire import rules
 from journal.wire.package import (
     Binary,
@@ -23,6 +22,7 @@ from journal.wire.rules import (
     is_within,
     join,
 )
+from runtime.errors import PermanentError
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from journal.demo import BULK_FILE_BYTES, BULK_FILES, compare_trees, make_sample_site
-from journal.demo_output import QueueTable, Story
-from journal.progress import LiveLines
+from runtime.progress import LiveLines
+from scd.demo import BULK_FILE_BYTES, BULK_FILES, compare_trees, make_sample_site
+from scd.demo_output import QueueTable, Story
 
 
 def test_sample_site_is_deterministic(tmp_path: Path) -> None:
@@ -95,7 +95,7 @@ def test_logs_go_to_the_file_while_the_story_stays_on_stdout(tmp_path: Path) -> 
     script = (
         "import subprocess, sys\n"
         "from pathlib import Path\n"
-        "from journal.demo_output import logs_to\n"
+        "from scd.demo_output import logs_to\n"
         "with logs_to(Path(sys.argv[1])):\n"
         "    print('story')\n"
         "    print('python log', file=sys.stderr)\n"

@@ -16,9 +16,9 @@ from confluent_kafka import OFFSET_INVALID, KafkaError, Message, TopicPartition
 
 from journal import kafka_consumer, kafka_fenced
 from journal.api import Record
-from journal.errors import JournalError, JournalUnavailable
 from journal.kafka_consumer import STALL_CHECK_S, KafkaConsumer, KafkaRecord
 from journal.kafka_errors import journal_error
+from runtime.errors import JournalError, JournalUnavailable
 
 TOPIC = "t"
 # A record timestamp (ms since the epoch, November 2023): any value the client passes through.

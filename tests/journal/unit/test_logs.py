@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from journal.logs import JsonFormatter
+from runtime.logs import JsonFormatter
 
 
 def test_json_lines_carry_extras() -> None:
@@ -32,7 +32,7 @@ def test_sigusr1_writes_every_thread_stack_and_the_process_goes_on() -> None:
             sys.executable,
             "-c",
             "import sys, threading, time\n"
-            "from journal.logs import enable_stack_dumps\n"
+            "from runtime.logs import enable_stack_dumps\n"
             "enable_stack_dumps()\n"
             "def parked_worker(): time.sleep(60)\n"
             "threading.Thread(target=parked_worker, daemon=True).start()\n"

@@ -17,11 +17,11 @@ import pytest
 from pydantic import SecretStr, ValidationError, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from journal.config import ScdSettings, describe_settings_error
-from journal.logs import JsonFormatter
-from journal.redaction import MASK, RedactingFilter, redact
 from journal.settings import JournalSettings
 from publisher.settings import PublisherSettings
+from runtime.config import ScdSettings, describe_settings_error
+from runtime.logs import JsonFormatter
+from runtime.redaction import MASK, RedactingFilter, redact
 
 ROOT = Path(__file__).resolve().parents[3]
 SCD = Path(sys.executable).with_name("scd")

@@ -15,8 +15,6 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from pydantic import SecretStr, ValidationError
 
 from journal.api import Position, TopicSpec
-from journal.cli import main
-from journal.errors import ConfigError, DecodeError
 from journal.messaging import MessageSender
 from journal.sqlite import SqliteJournal
 from journal.wire import messages as m
@@ -35,6 +33,8 @@ from journal.wire.signing import (
     verifier_from_settings,
 )
 from publisher.settings import PublisherSettings
+from runtime.errors import ConfigError, DecodeError
+from scd.cli import main
 from subscriber.settings import SubscriberSettings
 
 TOPIC = "scd.command"

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 
-from journal.supervisor import Backoff, SupervisedThread, Supervisor, register_metrics
+from runtime.supervisor import Backoff, SupervisedThread, Supervisor, register_metrics
 from subscriber.http import Health, create_app
 from subscriber.readiness import supervised_check
 from tests.waiting import wait_for
@@ -63,7 +63,7 @@ def delays(logs: list[logging.LogRecord]) -> list[float]:
 def test_a_failing_loop_is_restarted_counted_and_logged_with_its_traceback(
     supervisor: Supervisor, registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.ERROR, "journal.supervisor")
+    caplog.set_level(logging.ERROR, "runtime.supervisor")
     name = "test-restarted"
     before = restarts(registry, name)
     running = threading.Event()
@@ -90,7 +90,7 @@ def test_a_failing_loop_is_restarted_counted_and_logged_with_its_traceback(
 def test_the_back_off_starts_again_after_a_healthy_run(
     supervisor: Supervisor, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.ERROR, "journal.supervisor")
+    caplog.set_level(logging.ERROR, "runtime.supervisor")
     name = "test-healthy-reset"
     calls = [0]
     done = threading.Event()

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
-from journal.http_server import AppServer
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.api.auth import needs_token, protected_routes, routes_of
+from runtime.http_server import AppServer
 from tests.publisher.conftest import TOKEN, AgentFactory
 
 # The body size of the issue: 24 MB of JSON, declared and never sent.

@@ -11,7 +11,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from journal.api import Record
-from journal.ratelog import RateLimitedLog
 from journal.wire.messages import (
     DiscoveryMessage,
     LogMessage,
@@ -23,9 +22,11 @@ from journal.wire.messages import (
 from publisher import error_queues
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from publisher.discovery import DiscoveryView, now_ms
+from publisher.discovery import DiscoveryView
 from publisher.error_queues import ErrorQueues
 from publisher.metrics import PublisherMetrics
+from runtime.clock import now_ms
+from runtime.ratelog import RateLimitedLog
 from tests.publisher.conftest import AUTH, AgentFactory
 
 FORGED = 50_000

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from journal.cli import main
-from journal.http_server import AppServer
 from publisher import cli
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
+from runtime.http_server import AppServer
+from scd.cli import main
 from tests.publisher.conftest import TOKEN
 from tests.publisher.simulate import SimulatedSubscriber
 from tests.waiting import wait_for

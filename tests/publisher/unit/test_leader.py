@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from publisher.leader import FileLockLeadership
+from journal.leadership import FileLockLeadership
 from tests.waiting import wait_for
 
 RETRY_S = 0.02
@@ -16,9 +16,13 @@ RETRY_S = 0.02
 def test_exactly_one_holder_and_takeover_on_stop(tmp_path: Path) -> None:
     path = tmp_path / "journal.db.publish.leader.lock"
     changes: list[tuple[str, bool]] = []
-    one = FileLockLeadership(path, RETRY_S).start(lambda v: changes.append(("one", v)))
+    one = FileLockLeadership(path, RETRY_S, "publisher-leader").start(
+        lambda v: changes.append(("one", v))
+    )
     wait_for(lambda: one.is_leader)
-    two = FileLockLeadership(path, RETRY_S).start(lambda v: changes.append(("two", v)))
+    two = FileLockLeadership(path, RETRY_S, "publisher-leader").start(
+        lambda v: changes.append(("two", v))
+    )
     time.sleep(0.2)
     assert one.is_leader
     assert not two.is_leader
@@ -46,7 +50,7 @@ def test_lock_is_released_when_the_holding_process_is_killed(tmp_path: Path) -> 
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "locked"
-        follower = FileLockLeadership(path, RETRY_S).start()
+        follower = FileLockLeadership(path, RETRY_S, "publisher-leader").start()
         time.sleep(0.2)
         assert not follower.is_leader
         holder.kill()

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from journal.progress import LiveLines, bar
+from runtime.progress import LiveLines, bar
 
 # Paths of one distribute shown on its line; the rest are counted.
 SHOWN_PATHS = 3

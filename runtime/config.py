@@ -10,7 +10,7 @@ typo such as ``SCD_SUBSCRIBER_BATCH_MAXX``) is refused rather than silently igno
 
 A bad setting is reported by ``describe_settings_error``: the variable and the rule, never the
 value (pydantic's own message quotes it, secrets included). Secret values of settings that
-load are registered for redaction from the logs (journal/redaction.py).
+load are registered for redaction from the logs (runtime/redaction.py).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsError
 
-from journal.errors import ConfigError
-from journal.redaction import MASK, register_model_secrets
+from runtime.errors import ConfigError
+from runtime.redaction import MASK, register_model_secrets
 
 SECTIONS = frozenset({"journal", "blobstore", "publisher", "subscriber"})
 _FILE: ContextVar[dict[str, Any] | None] = ContextVar("scd_config_file", default=None)

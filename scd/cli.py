@@ -10,28 +10,37 @@ configuration, 1 for a failed operation.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from journal.config import config_file, describe_settings_error
-from journal.errors import ConfigError, ScdError
-from journal.logs import configure_logging, enable_stack_dumps
-from journal.redaction import redact
+from journal import commands as journal_commands
+from journal import keys as journal_keys
+from publisher import cli as publisher_cli
+from runtime.config import config_file, describe_settings_error
+from runtime.errors import ConfigError, ScdError
+from runtime.logs import configure_logging, enable_stack_dumps
+from runtime.redaction import redact
+from scd import demo
+from subscriber import cli as subscriber_cli
 
-# Modules that add subcommands (``register(subparsers)``), imported when the CLI starts so
-# that journal/ never imports the publisher or subscriber packages at module level.
-COMMAND_MODULES = (
-    "journal.commands",
-    "journal.keys",
-    "publisher.cli",
-    "subscriber.cli",
-    "journal.demo",
+
+class CommandModule(Protocol):
+    def register(self, sub: Any) -> None: ...
+
+
+# Each package contributes its subcommands (``register(subparsers)``); this shell is the one
+# place that imports both the publisher and the subscriber.
+COMMAND_MODULES: tuple[CommandModule, ...] = (
+    journal_commands,
+    journal_keys,
+    publisher_cli,
+    subscriber_cli,
+    demo,
 )
 # Commands that run a daemon log at INFO by default; the others only warn.
 DAEMONS = frozenset({"publisher", "subscriber", "demo"})
@@ -50,13 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, help="TOML configuration file")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue
+    for module in COMMAND_MODULES:
         module.register(sub)
     return parser
 

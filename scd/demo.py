@@ -6,7 +6,7 @@ large enough to be stored by reference and one package large enough to spill); s
 queues draining; exports each subscriber's content and compares it with the source. Exits 0
 only when every export equals the source, byte for byte.
 
-What it prints is a short story (journal/demo_output.py); the logs of scd and Spark go to a
+What it prints is a short story (scd/demo_output.py); the logs of scd and Spark go to a
 file (``-v``: to standard error). ``--keep-running`` leaves everything up for a look at the
 console afterwards.
 """
@@ -32,11 +32,11 @@ from pydantic import SecretStr
 
 from blobstore.factory import open_blob_store
 from blobstore.settings import BlobStoreSettings
-from journal.demo_output import QueueTable, Story, logs_to
 from journal.factory import open_journal
-from journal.http_server import AppServer
 from journal.settings import JournalSettings
 from journal.topics import topic_specs
+from runtime.http_server import AppServer
+from scd.demo_output import QueueTable, Story, logs_to
 
 log = logging.getLogger(__name__)
 

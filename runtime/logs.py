@@ -18,7 +18,7 @@ import signal
 import sys
 from typing import Any
 
-from journal.redaction import RedactingFilter
+from runtime.redaction import RedactingFilter
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
 # Attributes every LogRecord has; anything else was passed with extra= and is structured data.
@@ -53,7 +53,7 @@ def configure_logging(default_level: str = "INFO") -> None:
     if fmt not in ("text", "json"):
         raise ValueError(f"SCD_LOG_FORMAT must be 'text' or 'json', not {fmt!r}")
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
-    # Defence in depth: a secret of the settings never reaches the log (journal/redaction.py).
+    # Defence in depth: a secret of the settings never reaches the log (runtime/redaction.py).
     handler.addFilter(RedactingFilter())
     root.addHandler(handler)
     root.setLevel(os.environ.get("SCD_LOG_LEVEL", default_level).upper())

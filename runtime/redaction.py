@@ -1,8 +1,8 @@
 """Keeping secrets out of logs: defence in depth behind "never log a secret".
 
 Every ``SecretStr`` value of a settings model (API token, SASL password, S3 secret key, signing
-key, ...) is registered when the settings load (journal/config.py); the daemons' log handler
-(journal/logs.py) then replaces any registered value in a log line, its exception text and its
+key, ...) is registered when the settings load (runtime/config.py); the daemons' log handler
+(runtime/logs.py) then replaces any registered value in a log line, its exception text and its
 stack with ``***``, wherever it came from (a library's exception message, a URL, a repr).
 The first line of defence stays the code itself: settings errors never echo values, secrets
 are ``SecretStr`` and only unwrapped where a client library needs them.

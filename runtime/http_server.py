@@ -17,7 +17,7 @@ from typing import Any, Self
 
 import uvicorn
 
-from journal.errors import ScdError
+from runtime.errors import ScdError
 
 log = logging.getLogger(__name__)
 

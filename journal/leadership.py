@@ -1,0 +1,105 @@
+"""Leader election among the members of one group, behind the journal API
+(``Journal.leadership``): exactly one member leads; another takes over when it dies.
+
+No home-made consensus: on Kafka, group membership on a one-partition coordination topic
+(journal/kafka_leadership.py); on the embedded SQLite backend, an exclusive ``flock`` on a file
+beside the database (the kernel releases it when the process dies).
+
+Handover is safe: losing leadership waits for the leader job in progress to finish
+(``jobs_lock``) before the member rejoins, so the next leader never overlaps with it.
+"""
+
+from __future__ import annotations
+
+import abc
+import fcntl
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.supervisor import SupervisedThread
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Election:
+    """What the members of one election agree on."""
+
+    name: str  # the group; on Kafka the consumer group id
+    topic: str  # Kafka's coordination topic (the embedded backend needs none)
+    session_timeout_s: float  # Kafka: a dead member is evicted after this long
+    retry_s: float  # embedded backend: how often a follower retries the lock
+    thread_name: str  # the supervised thread that holds the membership
+
+
+Listener = Callable[[bool], None]
+
+
+class Leadership(abc.ABC):
+    """Membership in one election (``Journal.leadership``): ``is_leader`` while this member
+    leads; ``jobs_lock`` is held around each leader-only job and around every change of role,
+    so a member that loses leadership finishes the job in progress before another can lead."""
+
+    def __init__(self, thread_name: str) -> None:
+        self.thread_name = thread_name
+        self.jobs_lock = threading.Lock()
+        self._leader = False
+        self._listener: Listener | None = None
+        self._stop = threading.Event()
+        self.thread: SupervisedThread | None = None
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leader
+
+    def start(self, listener: Listener | None = None) -> Leadership:
+        self._listener = listener
+        # Supervised: each _run releases leadership on the way out (its finally), so a restart
+        # after a failure competes for it again from scratch.
+        self.thread = SupervisedThread(self.thread_name, self._run, stop=self._stop).start()
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout_s)
+        self._set(False)
+
+    def _set(self, leader: bool) -> None:
+        with self.jobs_lock:
+            if leader == self._leader:
+                return
+            self._leader = leader
+            log.info("%s leadership (%s)", "took" if leader else "gave up", self.thread_name)
+            if self._listener is not None:
+                self._listener(leader)
+
+    @abc.abstractmethod
+    def _run(self) -> None: ...
+
+
+class FileLockLeadership(Leadership):
+    def __init__(self, path: Path, retry_s: float, thread_name: str) -> None:
+        super().__init__(thread_name)
+        self.path = path
+        self.retry_s = retry_s
+
+    def _run(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            while not self._stop.is_set():
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    self._stop.wait(self.retry_s)
+                    continue
+                self._set(True)
+                self._stop.wait()
+        finally:
+            self._set(False)
+            os.close(fd)  # releases the lock
