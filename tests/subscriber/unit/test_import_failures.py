@@ -126,13 +126,11 @@ PERMANENT: dict[str, tuple[Sender, str]] = {
 }
 
 
-@pytest.fixture(params=["sqlite", "kafka"])
-def any_env(request: pytest.FixtureRequest) -> Env:
-    """The embedded journal, or real Kafka and S3 (the failure classes hold on both)."""
-    if request.param == "kafka":
-        request.applymarker(pytest.mark.integration)
-        return request.getfixturevalue("env")  # type: ignore[no-any-return]
-    return request.getfixturevalue("local_env")  # type: ignore[no-any-return]
+@pytest.fixture
+def any_env(local_env: Env) -> Env:
+    """The environment of the tests that hold on every backend (Kafka: the integration suite's
+    test_import_failures.py runs them again)."""
+    return local_env
 
 
 @pytest.mark.parametrize("case", sorted(PERMANENT))

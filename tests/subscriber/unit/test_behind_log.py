@@ -2,9 +2,9 @@
 topic deleted stops importing (BEHIND_LOG, not ready, counted, one ERROR line) until it is
 restarted with --accept-gap, which skips that one gap, records it in the store and counts it.
 
-On the embedded journal and on real Kafka, each with a package topic of a few seconds'
-retention (Kafka deletes closed segments only, so a record sent after the retention rolls the
-old one). In-memory stores, and one Delta store."""
+On the embedded journal with a package topic of a second's retention, on in-memory stores;
+tests/subscriber/integration/test_behind_log.py runs them on real Kafka too, and once on a Delta
+store."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import argparse
 import logging
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -29,7 +29,6 @@ from journal.wire import messages as m
 from journal.wire.package import ContentPackage
 from runtime.errors import JournalUnavailable
 from subscriber.agent import SubscriberAgent
-from subscriber.delta_store import DeltaStore
 from subscriber.settings import SubscriberSettings
 from tests.services import KafkaService
 from tests.subscriber import harness as h
@@ -47,22 +46,29 @@ def good(name: str) -> ContentPackage:
     return package(name, m.ReqType.ADD, [(f"/{name}", True)], [node(f"/{name}", title=name)])
 
 
-@pytest.fixture(params=["sqlite", "kafka"])
-def short_env(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) -> Iterator[Env]:
-    """A journal whose package topic keeps records a few seconds; local blobs (inline
-    packages only)."""
-    kafka: KafkaService | None = None
-    if request.param == "kafka":
-        request.applymarker(pytest.mark.integration)
-        kafka = request.getfixturevalue("kafka_service")
+@contextmanager
+def short_retention_env(
+    kafka: KafkaService | None, unique_name: str, tmp_path: Path
+) -> Iterator[Env]:
+    """A journal (embedded, or Kafka when given) whose package topic keeps records a few
+    seconds; local blobs (inline packages only)."""
+    backend = "sqlite" if kafka is None else "kafka"
     js = h.journal_settings(kafka, unique_name, tmp_path)
-    topics = js.topics.model_copy(update={"package_retention_ms": RETENTION_MS[request.param]})
+    topics = js.topics.model_copy(update={"package_retention_ms": RETENTION_MS[backend]})
     js = js.model_copy(update={"topics": topics})
     bs = h.blob_settings(None, unique_name, tmp_path)
     with open_journal(js) as journal, open_blob_store(bs) as blobs:
         h.create_topics(journal, js)
         wait_for(lambda: answers(journal, js.topics.package), 30, "the new topic's leader")
         yield Env(journal, js, blobs, bs, tmp_path)
+
+
+@pytest.fixture
+def short_env(unique_name: str, tmp_path: Path) -> Iterator[Env]:
+    """The embedded journal with a short retention (Kafka: the integration suite's
+    test_behind_log.py runs these tests again)."""
+    with short_retention_env(None, unique_name, tmp_path) as env:
+        yield env
 
 
 def answers(journal: Journal, topic: str) -> bool:
@@ -255,40 +261,6 @@ def test_it_resumes_by_itself_once_the_log_has_its_offset_again(
         assert [r for _, r in store.recorded_offsets if "gap" in r] == []
     finally:
         agent.stop()
-
-
-def test_a_delta_store_records_the_accepted_gap_in_its_history(
-    tmp_path: Path, unique_name: str, spark: Any
-) -> None:
-    js = h.journal_settings(None, unique_name, tmp_path)
-    js = js.model_copy(
-        update={"topics": js.topics.model_copy(update={"package_retention_ms": 1000})}
-    )
-    bs = h.blob_settings(None, unique_name, tmp_path)
-    with open_journal(js) as journal, open_blob_store(bs) as blobs:
-        h.create_topics(journal, js)
-        env = Env(journal, js, blobs, bs, tmp_path)
-        first = env.agent(spark)
-        seen = env.send(good("seen"))
-        h.drive(first, lambda: first.processed_offset == seen)
-        first.stop()
-        lost = env.send(good("lost"))
-        expire_through(env, lost)
-        after = env.send(good("after"))
-
-        behind = env.agent(spark)
-        assert behind.state == "BEHIND_LOG"
-        behind.stop()
-        resumed = env.agent(spark, accept_gap=True)
-        h.drive(resumed, lambda: resumed.processed_offset == after)
-        resumed.stop()
-        store = resumed.store
-        assert isinstance(store, DeltaStore)
-        assert {"/seen", "/after"} <= store.paths
-        assert "/lost" not in store.paths
-        reasons = [c["metadata"].get("reason", "") for c in store.history() if c["metadata"]]
-        (accepted,) = [r for r in reasons if r.startswith("gap accepted")]
-        assert f"offsets {lost}.." in accepted
 
 
 def test_the_cli_flag_sets_accept_gap(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,74 @@
+"""Lag beyond retention on real Kafka (the tests of tests/subscriber/unit/test_behind_log.py
+again: Kafka deletes closed segments only, so a record sent after the retention rolls the old
+one), and on a Delta store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from blobstore.factory import open_blob_store
+from journal.factory import open_journal
+from subscriber.delta_store import DeltaStore
+from tests.services import KafkaService
+from tests.subscriber import harness as h
+from tests.subscriber.harness import Env
+from tests.subscriber.unit.test_behind_log import (
+    expire_through,
+    good,
+    short_retention_env,
+    test_a_gap_opening_while_it_runs_stops_it_even_with_accept_gap_set,
+    test_a_subscriber_restarted_behind_the_log_stops_until_the_gap_is_accepted,
+    test_it_resumes_by_itself_once_the_log_has_its_offset_again,
+)
+
+__all__ = [
+    "test_a_gap_opening_while_it_runs_stops_it_even_with_accept_gap_set",
+    "test_a_subscriber_restarted_behind_the_log_stops_until_the_gap_is_accepted",
+    "test_it_resumes_by_itself_once_the_log_has_its_offset_again",
+]
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def short_env(kafka_service: KafkaService, unique_name: str, tmp_path: Path) -> Iterator[Env]:
+    with short_retention_env(kafka_service, unique_name, tmp_path) as env:
+        yield env
+
+
+def test_a_delta_store_records_the_accepted_gap_in_its_history(
+    tmp_path: Path, unique_name: str, spark: Any
+) -> None:
+    js = h.journal_settings(None, unique_name, tmp_path)
+    js = js.model_copy(
+        update={"topics": js.topics.model_copy(update={"package_retention_ms": 1000})}
+    )
+    bs = h.blob_settings(None, unique_name, tmp_path)
+    with open_journal(js) as journal, open_blob_store(bs) as blobs:
+        h.create_topics(journal, js)
+        env = Env(journal, js, blobs, bs, tmp_path)
+        first = env.agent(spark)
+        seen = env.send(good("seen"))
+        h.drive(first, lambda: first.processed_offset == seen)
+        first.stop()
+        lost = env.send(good("lost"))
+        expire_through(env, lost)
+        after = env.send(good("after"))
+
+        behind = env.agent(spark)
+        assert behind.state == "BEHIND_LOG"
+        behind.stop()
+        resumed = env.agent(spark, accept_gap=True)
+        h.drive(resumed, lambda: resumed.processed_offset == after)
+        resumed.stop()
+        store = resumed.store
+        assert isinstance(store, DeltaStore)
+        assert {"/seen", "/after"} <= store.paths
+        assert "/lost" not in store.paths
+        reasons = [c["metadata"].get("reason", "") for c in store.history() if c["metadata"]]
+        (accepted,) = [r for r in reasons if r.startswith("gap accepted")]
+        assert f"offsets {lost}.." in accepted
