@@ -1,14 +1,13 @@
 """Property: every distribute request the publisher accepts builds a package that every
 subscriber accepts and whose rows its Delta store can hold. Requests come from hypothesis,
 hostile ones included (mixed lists, dates beyond year 9999, binaries in lists, odd paths and
-names, numbers out of range); a refused one must be refused with a reason, not a crash. A
-sample of accepted packages is committed to a real Delta table."""
+names, numbers out of range); a refused one must be refused with a reason, not a crash.
+tests/journal/integration/test_accepted_requests_delta.py commits a sample to a real Delta
+table."""
 
 from __future__ import annotations
 
 import base64
-import itertools
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +23,6 @@ from publisher.errors import InvalidRequest, PackageTooLarge
 from publisher.package_builder import BuiltPackage, PackageBuilder
 from publisher.request import DistributeRequest
 from subscriber.changes import Unit
-from subscriber.delta_store import DeltaStore
 from subscriber.rows import node_row
 
 # Mostly valid pieces with hostile ones mixed in: a request is accepted only when all of its
@@ -136,39 +134,3 @@ def test_the_generator_reaches_both_outcomes() -> None:
     only accepted) requests would make the property say nothing."""
     assert SEEN["accepted"] > 20, SEEN
     assert SEEN["refused"] > 20, SEEN
-
-
-@pytest.mark.slow
-@settings(
-    max_examples=25,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-@given(body=requests())
-def test_a_sample_of_accepted_requests_commits_to_delta(
-    builder: PackageBuilder, delta_sample: DeltaStore, body: dict[str, Any]
-) -> None:
-    built = build(builder, body)
-    if built is None:
-        return
-    offset = next(OFFSETS)
-    changes = delta_sample.begin()
-    changes.add(subscriber_rows(built, offset))
-    delta_sample.commit(changes)
-    in_table = {n.path: n for n in delta_sample.nodes("/")}
-    for node in decode_package(built.data).nodes:
-        stored = in_table.get(node.path)
-        assert stored is not None
-        assert stored.offset == offset
-        assert set(stored.properties) | set(stored.binaries) == set(node.properties)
-
-
-OFFSETS = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def delta_sample(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> DeltaStore:
-    store = DeltaStore(spark, str(Path(tmp_path_factory.mktemp("delta")) / "store"))
-    store.open()
-    return store
