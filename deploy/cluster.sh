@@ -5,15 +5,23 @@
 # content store and health port, Spark local per subscriber or a standalone Spark master and
 # worker started from the pyspark install.
 #
-#   deploy/cluster.sh up [--s3a] [--spark-standalone]   start what is not running, wait until
-#                                                       every process answers, print the table
-#   deploy/cluster.sh status                            the table; exit 0 only when all run
-#   deploy/cluster.sh down                              stop what up started (data is kept)
-#   deploy/cluster.sh logs [NAME] [-f]                  a process's log (all logs' ends if no NAME)
+#   deploy/cluster.sh up [--s3a] [--spark-standalone] [NAME...]
+#                                  start what is not running, wait until every process answers,
+#                                  print the table
+#   deploy/cluster.sh status       the table; exit 0 only when all run
+#   deploy/cluster.sh down [NAME...]   stop what up started (data is kept)
+#   deploy/cluster.sh logs [NAME] [-f]  a process's log (all logs' ends if no NAME)
 #
 #   --s3a               content stores on the S3 server (s3a://) instead of local directories
 #   --spark-standalone  a Spark master and one worker (one core and one executor per
 #                       subscriber) instead of local Spark inside each subscriber
+#   NAME...             only these processes (publisher, subscriber-N, spark-master,
+#                       spark-worker); down then leaves Kafka and the S3 server alone
+#
+# Processes are named publisher, subscriber-1..N, spark-master and spark-worker. Each has a pid
+# file ($SCD_CLUSTER_DIR/run/NAME.pid), a log ($SCD_CLUSTER_LOG_DIR/NAME.log) and, once it
+# exited by itself, its exit status in run/NAME.exit (128 + N: killed by signal N), shown by
+# status.
 #
 # Environment:
 #   SCD_CLUSTER_SUBSCRIBERS          number of subscribers, default 3
@@ -35,6 +43,8 @@
 # Settings of the daemons themselves (SCD_PUBLISHER_*, SCD_SUBSCRIBER_*, SCD_JOURNAL_*,
 # SCD_BLOB_*) pass through from the environment: this script only fills in those left unset,
 # except the per-subscriber agent name, store path and health port, which it assigns.
+# SCD_CLUSTER_SUBSCRIBER_<N>_<SETTING> sets SCD_SUBSCRIBER_<SETTING> for subscriber-N alone
+# (say, SCD_CLUSTER_SUBSCRIBER_2_EDITABLE=true).
 # Without SCD_PUBLISHER_API_TOKEN (and without SCD_PUBLISHER_DEV_MODE=true) a random token is
 # generated once and kept in $SCD_CLUSTER_DIR/token.
 set -euo pipefail
@@ -57,9 +67,6 @@ SPARK_PORT="${SCD_CLUSTER_SPARK_PORT:-17077}"
 SPARK_UI_PORT="${SCD_CLUSTER_SPARK_UI_PORT:-18180}"
 SPARK_WORKER_UI_PORT=$((SPARK_UI_PORT + 1))
 CONTENT_BUCKET="${SCD_CLUSTER_CONTENT_BUCKET:-scd-content}"
-S3_ACCESS_KEY="${SCD_S3_ACCESS_KEY:-$SCD_DEFAULT_S3_ACCESS_KEY}"
-S3_SECRET_KEY="${SCD_S3_SECRET_KEY:-$SCD_DEFAULT_S3_SECRET_KEY}"
-S3_REGION="${SCD_S3_REGION:-$SCD_DEFAULT_S3_REGION}"
 
 # The publisher is ready within seconds (topics exist, the journal answers); 60 s covers a
 # loaded machine and the first topic creation.
@@ -78,17 +85,8 @@ SPARK_START_TIMEOUT_S=60
 SUBSCRIBER_STOP_TIMEOUT_S=90
 PUBLISHER_STOP_TIMEOUT_S=45
 SPARK_STOP_TIMEOUT_S=15
-# After a daemon exits, its children (the Spark JVM, Python workers) follow within seconds
-# (the JVM notices its parent's pipe closing); what is left after this is killed.
-CHILDREN_EXIT_TIMEOUT_S=10
-# Each readiness request gets 2 s: plenty on localhost, short enough to retry often.
-HTTP_PROBE_TIMEOUT_S=2
-# Pause between readiness probes.
-PROBE_INTERVAL_S=0.5
 # Executors of the standalone worker: Spark's default of 1 GiB per subscriber application.
 SPARK_EXECUTOR_MEMORY_GB=1
-# SHA-256 of an empty body: S3 servers require the x-amz-content-sha256 header.
-EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
 # What identifies each kind of process in /proc/<pid>/cmdline.
 PUBLISHER_PATTERN="bin/scd publisher"
 SUBSCRIBER_PATTERN="bin/scd subscriber"
@@ -98,7 +96,8 @@ SPARK_WORKER_PATTERN="org.apache.spark.deploy.worker.Worker"
 # ---------------------------------------------------------------- helpers
 
 usage() {
-    echo "usage: $0 up [--s3a] [--spark-standalone] | status | down | logs [NAME] [-f]" >&2
+    echo "usage: $0 up [--s3a] [--spark-standalone] [NAME...] | status | down [NAME...]" \
+        "| logs [NAME] [-f]" >&2
     exit 2
 }
 
@@ -174,93 +173,38 @@ CONF_LOG_DIR=$(printf '%q' "$CONF_LOG_DIR")
 EOF
 }
 
-# http_ok URL: true when URL answers 2xx.
-http_ok() { curl -sf --max-time "$HTTP_PROBE_TIMEOUT_S" -o /dev/null "$1"; }
+# http_ok URL [TEXT]: true when URL answers 2xx (with TEXT in its body, if given).
+http_ok() {
+    local body
+    body="$(curl -sf --max-time "$SCD_PROBE_REQUEST_TIMEOUT_S" "$1" 2>/dev/null)" \
+        && [[ "$body" == *"${2:-}"* ]]
+}
 
-# wait_http NAME URL TIMEOUT_S [GREP]: waits until URL answers 2xx (and its body contains
-# GREP, if given); fails early when the process exits.
+# wait_http NAME URL TIMEOUT_S [TEXT]: waits until URL answers 2xx (with TEXT in its body, if
+# given); fails early when the process exits.
 wait_http() {
-    local name="$1" url="$2" timeout_s="$3" expect="${4:-}" deadline body
-    deadline=$((SECONDS + timeout_s))
-    while ((SECONDS < deadline)); do
-        if body="$(curl -sf --max-time "$HTTP_PROBE_TIMEOUT_S" "$url" 2>/dev/null)" \
-            && [[ -z "$expect" || "$body" == *"$expect"* ]]; then
-            return 0
-        fi
-        if ! running "$name"; then
-            scd_log "$name exited during startup"
-            scd_tail_log "$(logfile "$name")"
-            return 1
-        fi
-        sleep "$PROBE_INTERVAL_S"
-    done
-    scd_log "$name did not answer on $url within ${timeout_s}s"
-    scd_tail_log "$(logfile "$name")"
-    return 1
+    local name="$1" url="$2" timeout_s="$3"
+    shift 3
+    scd_wait_ready "$name" "$(<"$(pidfile "$name")")" "$timeout_s" "$(logfile "$name")" \
+        http_ok "$url" "$@"
 }
 
-# launch NAME PORT COMMAND...: starts COMMAND in its own session (pid = process group id, so
-# down can reach its children), with the variables exported by the caller.
+# launch NAME PORT COMMAND...: starts COMMAND as process NAME, with the variables exported by
+# the caller.
 launch() {
-    local name="$1" port="$2" pid
+    local name="$1" port="$2"
     shift 2
-    if scd_port_busy "$port"; then
-        scd_die "port $port (for $name) is in use by a process this script did not start"
-    fi
-    mkdir -p "$RUN_DIR" "$LOG_DIR"
-    printf '\n===== %s starting %s =====\n' "$(date -Is)" "$name" >>"$(logfile "$name")"
-    # setsid: the daemons must not get the signals aimed at the shell or test run that started
-    # them; they are stopped through their pid files.
-    setsid "$@" >>"$(logfile "$name")" 2>&1 </dev/null 9>&- &
-    pid=$!
-    echo "$pid" >"$(pidfile "$name")"
-    scd_log "started $name (pid $pid)"
+    scd_require_free_ports "for $name" "$port"
+    scd_launch "$(pidfile "$name")" "$(logfile "$name")" "$name" "$@"
 }
 
-# group_alive PGID: true while any process of the group (not a zombie) is left.
-group_alive() {
-    local stat rest
-    local -a fields
-    for stat in /proc/[0-9]*/stat; do
-        { read -r rest <"$stat"; } 2>/dev/null || continue
-        rest="${rest##*) }"  # after the command name, which may contain spaces
-        read -r -a fields <<<"$rest"
-        [[ "${fields[2]}" == "$1" && "${fields[0]}" != Z && "${fields[0]}" != X ]] && return 0
-    done
-    return 1
-}
-
-# stop NAME TIMEOUT_S: SIGTERM to the daemon, SIGKILL to its whole process group after
-# TIMEOUT_S, then whatever of the group outlives it.
-stop() {
-    local name="$1" timeout_s="$2" pidfile pid
-    pidfile="$(pidfile "$name")"
-    if ! running "$name"; then
-        rm -f "$pidfile"
-        return 0
-    fi
-    pid="$(<"$pidfile")"
-    kill -TERM "$pid" 2>/dev/null || true
-    if ! scd_wait_while "$timeout_s" scd_proc_alive "$pid"; then
-        scd_log "$name (pid $pid) did not exit within ${timeout_s}s of SIGTERM; sending SIGKILL"
-        kill -KILL -- "-$pid" 2>/dev/null || true
-    fi
-    if ! scd_wait_while "$CHILDREN_EXIT_TIMEOUT_S" group_alive "$pid"; then
-        scd_log "$name: killing what is left of its process group"
-        kill -KILL -- "-$pid" 2>/dev/null || true
-        # SIGKILL cannot be ignored: the group is gone within moments.
-        scd_wait_while 5 group_alive "$pid" || true
-    fi
-    rm -f "$pidfile"
-    scd_log "$name stopped"
-}
+# stop NAME TIMEOUT_S
+stop() { scd_stop "$1" "$(pidfile "$1")" "$(pattern_of "$1")" "$2"; }
 
 # make_bucket NAME: creates an S3 bucket (an existing one is fine).
 make_bucket() {
     local code
-    code="$(curl -sS --max-time "$HTTP_PROBE_TIMEOUT_S" -o /dev/null -w '%{http_code}' -X PUT \
-        --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
-        -H "x-amz-content-sha256: $EMPTY_SHA256" "$S3_ENDPOINT/$1")" || code=000
+    code="$(scd_s3 PUT "/$1" -o /dev/null -w '%{http_code}')" || code=000
     # 200: created; 409: BucketAlreadyOwnedByYou (or taken, which the daemons will report).
     [[ "$code" == 200 || "$code" == 409 ]] || scd_die "creating bucket $1 on $S3_ENDPOINT: HTTP $code"
 }
@@ -310,8 +254,6 @@ start_services() {
         scd_log "using the running Kafka at $KAFKA_BOOTSTRAP and S3 server at $S3_ENDPOINT"
         return
     fi
-    KAFKA_BOOTSTRAP="127.0.0.1:${SCD_KAFKA_PORT:-$SCD_DEFAULT_KAFKA_PORT}"
-    S3_ENDPOINT="http://127.0.0.1:${SCD_S3_PORT:-$SCD_DEFAULT_S3_PORT}"
     # Remember which servers this cluster started: down stops those and leaves the others.
     if ! "$SCD_DEPLOY_DIR/kafka.sh" status >/dev/null; then CONF_STARTED_KAFKA=1; fi
     if ! "$SCD_DEPLOY_DIR/s3.sh" status >/dev/null; then CONF_STARTED_S3=1; fi
@@ -345,13 +287,49 @@ start_spark() {
         '"aliveworkers" : 1' || scd_die "the Spark worker did not register with the master"
 }
 
+# selected NAME: true when the command names NAME, or names no process at all.
+selected() {
+    local chosen
+    ((${#SELECTED[@]} == 0)) && return 0
+    for chosen in "${SELECTED[@]}"; do
+        [[ "$chosen" == "$1" ]] && return 0
+    done
+    return 1
+}
+
+# select_names NAME...: the processes a command is restricted to (SELECTED), each a process of
+# the recorded cluster.
+select_names() {
+    local name
+    SELECTED=("$@")
+    for name in "$@"; do
+        grep -qxF -- "$name" <<<"$(names)" || scd_die "no process '$name' in this cluster" \
+            "(processes: $(names | paste -sd' '))"
+    done
+}
+
+# launch_subscriber I STORE: starts subscriber-I with its own settings
+# (SCD_CLUSTER_SUBSCRIBER_<I>_<SETTING>) on top of the shared ones.
+launch_subscriber() {
+    local i="$1" store="$2" name="subscriber-$1" prefix="SCD_CLUSTER_SUBSCRIBER_$1_" variable
+    (
+        for variable in $(compgen -v "$prefix"); do
+            export "SCD_SUBSCRIBER_${variable#"$prefix"}=${!variable}"
+        done
+        SCD_SUBSCRIBER_AGENT_NAME="$name" SCD_SUBSCRIBER_STORE_PATH="$store" \
+            SCD_SUBSCRIBER_HTTP_PORT="$(subscriber_port "$i")" \
+            launch "$name" "$(subscriber_port "$i")" "$SCD" subscriber
+    )
+}
+
 cmd_up() {
-    local s3a=0 standalone=0 started arg i name token_source jars
+    local s3a=0 standalone=0 started arg i name token_source jars chosen=()
     for arg in "$@"; do
         case "$arg" in
             --s3a) s3a=1 ;;
             --spark-standalone) standalone=1 ;;
-            *) usage ;;
+            -*) usage ;;
+            *) chosen+=("$arg") ;;
         esac
     done
     [[ "$SUBSCRIBERS" =~ ^[1-9][0-9]*$ ]] || scd_die "SCD_CLUSTER_SUBSCRIBERS must be a positive number"
@@ -373,6 +351,7 @@ cmd_up() {
     CONF_SUBSCRIBERS="$SUBSCRIBERS" CONF_S3A="$s3a" CONF_SPARK_STANDALONE="$standalone"
     CONF_PUBLISHER_PORT="$PUBLISHER_PORT" CONF_SUBSCRIBER_PORT="$SUBSCRIBER_BASE_PORT"
     CONF_SPARK_PORT="$SPARK_PORT" CONF_SPARK_UI_PORT="$SPARK_UI_PORT" CONF_LOG_DIR="$LOG_DIR"
+    select_names "${chosen[@]}"
     write_conf
     start_services
     mkdir -p "$RUN_DIR" "$LOG_DIR"
@@ -413,7 +392,7 @@ cmd_up() {
         token="$(api_token)"
         token_source="$TOKEN_FILE"
     fi
-    if running publisher; then
+    if ! selected publisher || running publisher; then
         :
     elif [[ -n "$token" ]]; then
         SCD_PUBLISHER_API_TOKEN="$token" SCD_PUBLISHER_HOST=127.0.0.1 \
@@ -422,8 +401,10 @@ cmd_up() {
         SCD_PUBLISHER_HOST=127.0.0.1 SCD_PUBLISHER_PORT="$PUBLISHER_PORT" \
             launch publisher "$PUBLISHER_PORT" "$SCD" publisher
     fi
-    wait_http publisher "http://127.0.0.1:$PUBLISHER_PORT/ready" "$PUBLISHER_START_TIMEOUT_S" \
-        || scd_die "the publisher failed to start (log: $(logfile publisher))"
+    if selected publisher; then
+        wait_http publisher "http://127.0.0.1:$PUBLISHER_PORT/ready" "$PUBLISHER_START_TIMEOUT_S" \
+            || scd_die "the publisher failed to start (log: $(logfile publisher))"
+    fi
 
     jars="$(spark_jars)"
     export SCD_SUBSCRIBER_SPARK_JARS="$jars"
@@ -433,18 +414,19 @@ cmd_up() {
     fi
     for ((i = 1; i <= SUBSCRIBERS; i++)); do
         name="subscriber-$i"
-        running "$name" && continue
+        if ! selected "$name" || running "$name"; then
+            continue
+        fi
         local store="$CLUSTER_DIR/stores/$name"
         if [[ "$s3a" == 1 ]]; then
             store="s3a://$CONTENT_BUCKET/$name"
         else
             mkdir -p "$CLUSTER_DIR/stores"
         fi
-        SCD_SUBSCRIBER_AGENT_NAME="$name" SCD_SUBSCRIBER_STORE_PATH="$store" \
-            SCD_SUBSCRIBER_HTTP_PORT="$(subscriber_port "$i")" \
-            launch "$name" "$(subscriber_port "$i")" "$SCD" subscriber
+        launch_subscriber "$i" "$store"
     done
     for ((i = 1; i <= SUBSCRIBERS; i++)); do
+        selected "subscriber-$i" || continue
         wait_http "subscriber-$i" "http://127.0.0.1:$(subscriber_port "$i")/health" \
             "$SUBSCRIBER_START_TIMEOUT_S" || scd_die "subscriber-$i failed to start"
     done
@@ -474,7 +456,7 @@ ready_of() {
         subscriber-*)
             local port offset
             port="$(subscriber_port "${name#subscriber-}")"
-            body="$(curl -s --max-time "$HTTP_PROBE_TIMEOUT_S" "http://127.0.0.1:$port/health" 2>/dev/null)" \
+            body="$(curl -s --max-time "$SCD_PROBE_REQUEST_TIMEOUT_S" "http://127.0.0.1:$port/health" 2>/dev/null)" \
                 || { echo no; return; }
             offset="$(sed -n 's/.*"processedOffset":\([-0-9a-z]*\).*/\1/p' <<<"$body")"
             if http_ok "http://127.0.0.1:$port/ready"; then
@@ -483,15 +465,14 @@ ready_of() {
                 echo "no offset=${offset:-?}"
             fi ;;
         spark-master)
-            body="$(curl -s --max-time "$HTTP_PROBE_TIMEOUT_S" "http://127.0.0.1:$SPARK_UI_PORT/json/" 2>/dev/null)" || true
-            [[ "$body" == *ALIVE* ]] && echo yes || echo no ;;
+            http_ok "http://127.0.0.1:$SPARK_UI_PORT/json/" ALIVE && echo yes || echo no ;;
         spark-worker)
             http_ok "http://127.0.0.1:$SPARK_WORKER_UI_PORT/json/" && echo yes || echo no ;;
     esac
 }
 
 cmd_status() {
-    local name pid rc=0
+    local name pid exitfile rc=0
     use_conf
     if ((CONF_SUBSCRIBERS == 0)); then
         echo "no cluster has been started in $CLUSTER_DIR"
@@ -499,9 +480,13 @@ cmd_status() {
     fi
     printf '%-14s %-8s %-6s %s\n' NAME PID PORT READY
     for name in $(names); do
+        exitfile="$(scd_exit_file "$(pidfile "$name")")"
         if running "$name"; then
             pid="$(<"$(pidfile "$name")")"
             printf '%-14s %-8s %-6s %s\n' "$name" "$pid" "$(port_of "$name")" "$(ready_of "$name")"
+        elif [[ -s "$exitfile" ]]; then
+            printf '%-14s %-8s %-6s %s\n' "$name" - "$(port_of "$name")" "exited $(<"$exitfile")"
+            rc=3
         else
             printf '%-14s %-8s %-6s %s\n' "$name" - "$(port_of "$name")" stopped
             rc=3
@@ -513,19 +498,28 @@ cmd_status() {
 cmd_down() {
     local name pids=() pid rc=0
     use_conf
+    select_names "$@"
     # Subscribers first (in parallel: each may finish an import), then the publisher, then
     # Spark, then the servers this cluster started.
     for name in $(names); do
-        if [[ "$name" == subscriber-* ]]; then
+        if [[ "$name" == subscriber-* ]] && selected "$name"; then
             stop "$name" "$SUBSCRIBER_STOP_TIMEOUT_S" & pids+=($!)
         fi
     done
     for pid in "${pids[@]}"; do
         wait "$pid" || rc=1
     done
-    stop publisher "$PUBLISHER_STOP_TIMEOUT_S" || rc=1
-    stop spark-worker "$SPARK_STOP_TIMEOUT_S" || rc=1
-    stop spark-master "$SPARK_STOP_TIMEOUT_S" || rc=1
+    if selected publisher; then
+        stop publisher "$PUBLISHER_STOP_TIMEOUT_S" || rc=1
+    fi
+    for name in spark-worker spark-master; do
+        if [[ "$CONF_SPARK_STANDALONE" == 1 ]] && selected "$name"; then
+            stop "$name" "$SPARK_STOP_TIMEOUT_S" || rc=1
+        fi
+    done
+    if (($# > 0)); then
+        return "$rc"
+    fi
     if [[ "$CONF_STARTED_S3" == 1 ]]; then
         "$SCD_DEPLOY_DIR/s3.sh" stop || rc=1
     fi
@@ -562,7 +556,7 @@ case "${1:-}" in
 esac
 case "${1:-}" in
     up) shift; cmd_up "$@" ;;
-    down) cmd_down ;;
+    down) shift; cmd_down "$@" ;;
     status) cmd_status ;;
     logs) shift; cmd_logs "$@" ;;
     *) usage ;;

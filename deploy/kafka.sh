@@ -22,8 +22,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 KAFKA_NAME="${SCD_KAFKA_NAME:-kafka}"
-KAFKA_PORT="${SCD_KAFKA_PORT:-$SCD_DEFAULT_KAFKA_PORT}"
-KAFKA_CONTROLLER_PORT="${SCD_KAFKA_CONTROLLER_PORT:-$SCD_DEFAULT_KAFKA_CONTROLLER_PORT}"
+KAFKA_CONTROLLER_PORT="${SCD_KAFKA_CONTROLLER_PORT:-19093}"
 KAFKA_LIB_DIR="$SCD_HOME/kafka/lib"
 KAFKA_PROBE_DIR="$SCD_HOME/kafka/probe"
 KAFKA_INSTANCE_DIR="$SCD_HOME/$KAFKA_NAME"
@@ -32,13 +31,14 @@ KAFKA_CONF="$KAFKA_INSTANCE_DIR/server.properties"
 KAFKA_PIDFILE="$SCD_HOME/run/$KAFKA_NAME.pid"
 KAFKA_LOG="$SCD_HOME/logs/$KAFKA_NAME.log"
 KAFKA_LOG4J="$SCD_DEPLOY_DIR/kafka/log4j2.properties"
-KAFKA_BOOTSTRAP="127.0.0.1:$KAFKA_PORT"
 # A cold broker start on a 2-core machine takes 5-15 s; 120 s leaves room for a loaded CI
 # runner and for log recovery after an unclean stop, while still failing a hung start.
 KAFKA_START_TIMEOUT_S="${SCD_KAFKA_START_TIMEOUT:-120}"
 # A clean single-node shutdown (controlled shutdown, flushing and closing logs) takes a few
 # seconds; after 30 s the broker is considered hung and is killed.
 KAFKA_STOP_TIMEOUT_S=30
+# The probe's JVM starts within seconds: the probe's own timeout comes first.
+PROBE_GRACE_S=30
 # What identifies our broker process in /proc/<pid>/cmdline.
 KAFKA_PROC_PATTERN="kafka.Kafka $KAFKA_CONF"
 # Broker-wide size limits. 16 MiB is above any per-topic max.message.bytes the application
@@ -64,17 +64,8 @@ cmd_install() {
     started="$(scd_now)"
     mkdir -p "$SCD_HOME/kafka" "$SCD_HOME/logs"
     if [[ ! -f "$jars_marker" || "$(<"$jars_marker")" != "$jars_fp" ]]; then
-        command -v mvn >/dev/null || scd_die "mvn not found (Maven fetches the broker jars)"
         scd_log "fetching Kafka broker jars into $KAFKA_LIB_DIR"
-        rm -rf "$KAFKA_LIB_DIR.tmp"
-        if ! mvn -B -f "$SCD_DEPLOY_DIR/kafka/pom.xml" dependency:copy-dependencies \
-            -DincludeScope=runtime -DoutputDirectory="$KAFKA_LIB_DIR.tmp" \
-            >"$SCD_HOME/logs/kafka-install.log" 2>&1; then
-            scd_tail_log "$SCD_HOME/logs/kafka-install.log"
-            scd_die "fetching the Kafka jars failed"
-        fi
-        rm -rf "$KAFKA_LIB_DIR"
-        mv "$KAFKA_LIB_DIR.tmp" "$KAFKA_LIB_DIR"
+        scd_fetch_jars "$SCD_DEPLOY_DIR/kafka/pom.xml" "$KAFKA_LIB_DIR" "$SCD_HOME/logs/kafka-install.log"
         echo "$jars_fp" >"$jars_marker"
         rm -f "$probe_marker"  # compiled against the previous jars
     fi
@@ -139,27 +130,26 @@ EOF
 
 kafka_running() { scd_pid_alive "$KAFKA_PIDFILE" "$KAFKA_PROC_PATTERN"; }
 
+# probe_finished PID: true once the readiness probe PID has exited.
+probe_finished() { ! scd_proc_alive "$1"; }
+
 # wait_ready PID: returns once the broker answers, fails if it exits or the timeout passes.
 wait_ready() {
-    local pid="$1" probe_pid rc
+    local pid="$1" probe_pid rc=0
+    # The probe (a Kafka client) retries by itself until the broker answers or the timeout
+    # passes; meanwhile the broker is watched.
     java -Xmx64m -Dscd.log.level=ERROR -Dlog4j2.configurationFile="$KAFKA_LOG4J" \
         -cp "$KAFKA_PROBE_DIR:$KAFKA_LIB_DIR/*" WaitReady "$KAFKA_BOOTSTRAP" "$KAFKA_START_TIMEOUT_S" >&2 &
     probe_pid=$!
-    while scd_proc_alive "$probe_pid"; do
-        if ! scd_proc_alive "$pid"; then
-            kill "$probe_pid" 2>/dev/null || true
-            wait "$probe_pid" 2>/dev/null || true
-            scd_log "Kafka broker exited during startup"
-            scd_tail_log "$KAFKA_LOG"
-            return 1
-        fi
-        # Check the broker process 5 times a second while the probe polls the broker.
-        sleep 0.2
-    done
-    rc=0
+    if ! scd_wait_ready "Kafka broker '$KAFKA_NAME'" "$pid" "$((KAFKA_START_TIMEOUT_S + PROBE_GRACE_S))" \
+        "$KAFKA_LOG" probe_finished "$probe_pid"; then
+        kill "$probe_pid" 2>/dev/null || true
+        wait "$probe_pid" 2>/dev/null || true
+        return 1
+    fi
     wait "$probe_pid" || rc=$?
     if ((rc != 0)); then
-        scd_log "Kafka broker not ready after ${KAFKA_START_TIMEOUT_S}s"
+        scd_log "Kafka broker '$KAFKA_NAME' not ready after ${KAFKA_START_TIMEOUT_S}s"
         scd_tail_log "$KAFKA_LOG"
     fi
     return "$rc"
@@ -192,12 +182,8 @@ cmd_start() {
         cmd_stop
     fi
     rm -f "$KAFKA_PIDFILE"
-    for port in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
-        if scd_port_busy "$port"; then
-            scd_die "port $port is in use by a process this script did not start" \
-                "(set SCD_KAFKA_PORT / SCD_KAFKA_CONTROLLER_PORT, or stop that process)"
-        fi
-    done
+    scd_require_free_ports "set SCD_KAFKA_PORT / SCD_KAFKA_CONTROLLER_PORT, or stop that process" \
+        "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"
     printf '%s\n' "$new_conf" >"$KAFKA_CONF"
     if [[ ! -f "$KAFKA_DATA_DIR/meta.properties" ]]; then
         cluster_id="$(java -cp "$KAFKA_LIB_DIR/*" -Dlog4j2.configurationFile="$KAFKA_LOG4J" \
@@ -208,15 +194,10 @@ cmd_start() {
             -c "$KAFKA_CONF" --ignore-formatted >>"$KAFKA_LOG" 2>&1 \
             || { scd_tail_log "$KAFKA_LOG"; scd_die "formatting the Kafka data directory failed"; }
     fi
-    printf '\n===== %s starting Kafka %s on %s =====\n' "$(date -Is)" "$KAFKA_NAME" \
-        "$KAFKA_BOOTSTRAP" >>"$KAFKA_LOG"
-    # setsid: the broker must not get the signals aimed at the shell or test run that
-    # started it; it is stopped through its pid file.
-    setsid java -Xmx512m -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
-        -Dlog4j2.configurationFile="$KAFKA_LOG4J" \
-        -cp "$KAFKA_LIB_DIR/*" kafka.Kafka "$KAFKA_CONF" >>"$KAFKA_LOG" 2>&1 </dev/null 9>&- &
-    pid=$!
-    echo "$pid" >"$KAFKA_PIDFILE"
+    scd_launch "$KAFKA_PIDFILE" "$KAFKA_LOG" "Kafka $KAFKA_NAME on $KAFKA_BOOTSTRAP" \
+        java -Xmx512m -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+        -Dlog4j2.configurationFile="$KAFKA_LOG4J" -cp "$KAFKA_LIB_DIR/*" kafka.Kafka "$KAFKA_CONF"
+    pid="$(<"$KAFKA_PIDFILE")"
     if ! wait_ready "$pid"; then
         cmd_stop
         scd_die "Kafka '$KAFKA_NAME' failed to start"
@@ -231,7 +212,7 @@ cmd_wipe() {
 }
 
 cmd_stop() {
-    scd_stop_pid "$KAFKA_PIDFILE" "$KAFKA_PROC_PATTERN" "Kafka '$KAFKA_NAME'" "$KAFKA_STOP_TIMEOUT_S"
+    scd_stop "Kafka '$KAFKA_NAME'" "$KAFKA_PIDFILE" "$KAFKA_PROC_PATTERN" "$KAFKA_STOP_TIMEOUT_S"
 }
 
 cmd_status() {

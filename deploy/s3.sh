@@ -36,10 +36,6 @@ declare -A GO_BOOTSTRAP_SHA256=(
 )
 
 S3_NAME="${SCD_S3_NAME:-s3}"
-S3_PORT="${SCD_S3_PORT:-$SCD_DEFAULT_S3_PORT}"
-S3_ACCESS_KEY="${SCD_S3_ACCESS_KEY:-$SCD_DEFAULT_S3_ACCESS_KEY}"
-S3_SECRET_KEY="${SCD_S3_SECRET_KEY:-$SCD_DEFAULT_S3_SECRET_KEY}"
-S3_REGION="${SCD_S3_REGION:-$SCD_DEFAULT_S3_REGION}"
 S3_INSTANCE_DIR="$SCD_HOME/$S3_NAME"
 S3_DATA_DIR="${SCD_S3_DATA:-$S3_INSTANCE_DIR/data}"
 S3_SIDECAR_DIR="$S3_INSTANCE_DIR/sidecar"
@@ -48,16 +44,11 @@ S3_SIDECAR_DIR="$S3_INSTANCE_DIR/sidecar"
 S3_META_MODE_FILE="$S3_INSTANCE_DIR/metadata-mode"
 S3_PIDFILE="$SCD_HOME/run/$S3_NAME.pid"
 S3_LOG="$SCD_HOME/logs/$S3_NAME.log"
-S3_ENDPOINT="http://127.0.0.1:$S3_PORT"
 S3_PROC_PATTERN="$VERSITYGW_BIN"
 # versitygw is ready well under a second; 30 s covers a heavily loaded CI runner.
 S3_START_TIMEOUT_S=30
 # It stops immediately on SIGTERM; 15 s before SIGKILL only guards against a hang.
 S3_STOP_TIMEOUT_S=15
-# Each readiness request gets 2 s: plenty on localhost, short enough to retry often.
-S3_PROBE_REQUEST_TIMEOUT_S=2
-# SHA-256 of an empty body: S3 servers require the x-amz-content-sha256 header.
-EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
 
 # find_go: prints the path of a go command recent enough to build versitygw, fetching the
 # pinned toolchain into $SCD_HOME/go when the installed one is missing or too old.
@@ -120,44 +111,25 @@ cmd_install() {
 
 s3_running() { scd_pid_alive "$S3_PIDFILE" "$S3_PROC_PATTERN"; }
 
-# probe: one authenticated S3 call (ListBuckets, signed with SigV4); true on a valid answer.
-probe() {
-    curl -sS --max-time "$S3_PROBE_REQUEST_TIMEOUT_S" --fail \
-        --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
-        -H "x-amz-content-sha256: $EMPTY_SHA256" "$S3_ENDPOINT/" 2>/dev/null | grep -q '<ListAllMyBucketsResult'
-}
+# probe: one authenticated S3 call (ListBuckets); true on a valid answer.
+probe() { scd_s3 GET / --fail 2>/dev/null | grep -q '<ListAllMyBucketsResult'; }
 
-# wait_ready PID: returns once the server answers S3 calls, fails if it exits or times out.
-wait_ready() {
-    local pid="$1" deadline=$((SECONDS + S3_START_TIMEOUT_S))
-    while ((SECONDS < deadline)); do
-        if probe; then
-            return 0
-        fi
-        scd_proc_alive "$pid" || return 2
-        # versitygw binds its port almost at once: poll 5 times a second.
-        sleep 0.2
-    done
-    return 1
-}
-
+# launch MODE: starts the server with object metadata in xattrs or a sidecar directory and
+# waits until it answers (scd_wait_ready's status: 2 when it exited).
 launch() {
-    local mode="$1" pid
+    local mode="$1"
     local -a meta_args=()
     if [[ "$mode" == sidecar ]]; then
         mkdir -p "$S3_SIDECAR_DIR"
         meta_args=(--sidecar "$S3_SIDECAR_DIR")
     fi
-    printf '\n===== %s starting versitygw %s on %s (metadata: %s) =====\n' "$(date -Is)" \
-        "$S3_NAME" "$S3_ENDPOINT" "$mode" >>"$S3_LOG"
     # Credentials go through the environment (ROOT_ACCESS_KEY / ROOT_SECRET_KEY) so they do not
-    # show in the process list. setsid: the server ignores signals aimed at whoever started it.
-    ROOT_ACCESS_KEY="$S3_ACCESS_KEY" ROOT_SECRET_KEY="$S3_SECRET_KEY" \
-        setsid "$VERSITYGW_BIN" --port "127.0.0.1:$S3_PORT" --region "$S3_REGION" --quiet \
-        posix "${meta_args[@]}" "$S3_DATA_DIR" >>"$S3_LOG" 2>&1 </dev/null 9>&- &
-    pid=$!
-    echo "$pid" >"$S3_PIDFILE"
-    wait_ready "$pid"
+    # show in the process list.
+    ROOT_ACCESS_KEY="$S3_ACCESS_KEY" ROOT_SECRET_KEY="$S3_SECRET_KEY" scd_launch "$S3_PIDFILE" \
+        "$S3_LOG" "versitygw $S3_NAME on $S3_ENDPOINT (metadata: $mode)" \
+        "$VERSITYGW_BIN" --port "127.0.0.1:$S3_PORT" --region "$S3_REGION" --quiet \
+        posix "${meta_args[@]}" "$S3_DATA_DIR"
+    scd_wait_ready "S3 server '$S3_NAME'" "$(<"$S3_PIDFILE")" "$S3_START_TIMEOUT_S" "$S3_LOG" probe
 }
 
 cmd_start() {
@@ -175,10 +147,7 @@ cmd_start() {
         cmd_stop
     fi
     rm -f "$S3_PIDFILE"
-    if scd_port_busy "$S3_PORT"; then
-        scd_die "port $S3_PORT is in use by a process this script did not start" \
-            "(set SCD_S3_PORT, or stop that process)"
-    fi
+    scd_require_free_ports "set SCD_S3_PORT, or stop that process" "$S3_PORT"
     mode="$(cat "$S3_META_MODE_FILE" 2>/dev/null || echo xattr)"
     rc=0
     launch "$mode" || rc=$?
@@ -189,7 +158,6 @@ cmd_start() {
         launch "$mode" || rc=$?
     fi
     if ((rc != 0)); then
-        scd_tail_log "$S3_LOG"
         cmd_stop
         scd_die "S3 server '$S3_NAME' failed to start"
     fi
@@ -205,7 +173,7 @@ cmd_wipe() {
 }
 
 cmd_stop() {
-    scd_stop_pid "$S3_PIDFILE" "$S3_PROC_PATTERN" "S3 server '$S3_NAME'" "$S3_STOP_TIMEOUT_S"
+    scd_stop "S3 server '$S3_NAME'" "$S3_PIDFILE" "$S3_PROC_PATTERN" "$S3_STOP_TIMEOUT_S"
 }
 
 cmd_status() {

@@ -31,32 +31,30 @@ cmd_up() {
         "$SCD_HOME/jars/delta.txt and $SCD_HOME/jars/s3a.txt"
 }
 
-cmd_down() {
+# each_server COMMAND: runs deploy/s3.sh COMMAND and deploy/kafka.sh COMMAND, the second even
+# when the first fails; fails when either did.
+each_server() {
     local rc=0
-    "$SCD_DEPLOY_DIR/s3.sh" stop || rc=1
-    "$SCD_DEPLOY_DIR/kafka.sh" stop || rc=1
+    "$SCD_DEPLOY_DIR/s3.sh" "$1" || rc=$?
+    "$SCD_DEPLOY_DIR/kafka.sh" "$1" || rc=$?
     return "$rc"
 }
+
+cmd_down() { each_server stop || return 1; }
 
 cmd_reset() {
     cmd_down
-    "$SCD_DEPLOY_DIR/kafka.sh" wipe
-    "$SCD_DEPLOY_DIR/s3.sh" wipe
+    each_server wipe
 }
 
-cmd_status() {
-    local rc=0
-    "$SCD_DEPLOY_DIR/kafka.sh" status || rc=3
-    "$SCD_DEPLOY_DIR/s3.sh" status || rc=3
-    return "$rc"
-}
+cmd_status() { each_server status || return 3; }
 
 cmd_env() {
-    printf 'export SCD_TEST_KAFKA_BOOTSTRAP=%q\n' "127.0.0.1:${SCD_KAFKA_PORT:-$SCD_DEFAULT_KAFKA_PORT}"
-    printf 'export SCD_TEST_S3_ENDPOINT=%q\n' "http://127.0.0.1:${SCD_S3_PORT:-$SCD_DEFAULT_S3_PORT}"
-    printf 'export SCD_TEST_S3_ACCESS_KEY=%q\n' "${SCD_S3_ACCESS_KEY:-$SCD_DEFAULT_S3_ACCESS_KEY}"
-    printf 'export SCD_TEST_S3_SECRET_KEY=%q\n' "${SCD_S3_SECRET_KEY:-$SCD_DEFAULT_S3_SECRET_KEY}"
-    printf 'export SCD_TEST_S3_REGION=%q\n' "${SCD_S3_REGION:-$SCD_DEFAULT_S3_REGION}"
+    printf 'export SCD_TEST_KAFKA_BOOTSTRAP=%q\n' "$KAFKA_BOOTSTRAP"
+    printf 'export SCD_TEST_S3_ENDPOINT=%q\n' "$S3_ENDPOINT"
+    printf 'export SCD_TEST_S3_ACCESS_KEY=%q\n' "$S3_ACCESS_KEY"
+    printf 'export SCD_TEST_S3_SECRET_KEY=%q\n' "$S3_SECRET_KEY"
+    printf 'export SCD_TEST_S3_REGION=%q\n' "$S3_REGION"
     printf 'export SCD_TEST_SERVICES_NATIVE=1\n'
 }
 

@@ -24,19 +24,9 @@ fetch() {
         echo "$list"
         return 0
     fi
-    command -v mvn >/dev/null || scd_die "mvn not found (Maven fetches the Spark jars)"
     started="$(scd_now)"
     scd_log "fetching the '$set' jars into $dir"
-    mkdir -p "$JARS_DIR" "$SCD_HOME/logs"
-    rm -rf "$dir.tmp"
-    if ! mvn -B -f "$SPARK_POM" -P "$set" dependency:copy-dependencies \
-        -DincludeScope=runtime -DoutputDirectory="$dir.tmp" \
-        >"$SCD_HOME/logs/spark-jars-$set.log" 2>&1; then
-        scd_tail_log "$SCD_HOME/logs/spark-jars-$set.log"
-        scd_die "fetching the '$set' jars failed"
-    fi
-    rm -rf "$dir"
-    mv "$dir.tmp" "$dir"
+    scd_fetch_jars "$SPARK_POM" "$dir" "$SCD_HOME/logs/spark-jars-$set.log" -P "$set"
     find "$dir" -maxdepth 1 -name '*.jar' | sort >"$list"
     [[ -s "$list" ]] || scd_die "no jars were fetched into $dir"
     echo "$fingerprint" >"$marker"

@@ -1,5 +1,6 @@
 """End to end: a publisher daemon and three subscriber daemons as processes on the real Kafka
-broker, the real S3 server and real Spark/Delta stores, driven through the REST API only.
+broker, the real S3 server and real Spark/Delta stores, started by deploy/cluster.sh (the
+launcher the README documents) and driven through the REST API only.
 
 One cluster serves the whole module (each Spark JVM costs 10-40 s to start); the tests run in
 order and each checks the system's invariants on everything distributed so far:
@@ -14,9 +15,10 @@ order and each checks the system's invariants on everything distributed so far:
 5. 100 subscribers (98 simulated through the journal, the 3 real ones): /queues stays correct
    and answers within 50 ms p99.
 
-The subscribers: ``editable`` (editable, max_retries=2), ``blocking`` (max_retries=-1,
-non-editable) and ``late`` (started after half of test 1's packages, reset=earliest).
-Each test can also run alone: whatever is not running is started first.
+The subscribers: subscriber-1, "editable" (editable, max_retries=2), subscriber-2, "blocking"
+(max_retries=-1, non-editable) and subscriber-3, "late" (started after half of test 1's
+packages, reset=earliest). Each test can also run alone: whatever is not running is started
+first.
 """
 
 from __future__ import annotations
@@ -42,15 +44,8 @@ import pytest
 from journal.settings import TopicSettings
 from subscriber.delta_store import DeltaStore
 from tests import services
-from tests.e2e.processes import (
-    PUBLISHER_STOP_TIMEOUT_S,
-    SUBSCRIBER_STOP_TIMEOUT_S,
-    Cluster,
-    Outcome,
-    Subscriber,
-    SubscriberSpec,
-    free_port,
-)
+from tests.cluster_script import ClusterScript
+from tests.e2e.cluster import TOKEN, Cluster, Outcome, Subscriber, SubscriberSpec
 from tests.e2e.workload import ContentModel, Workload, content_differences, stored_summary
 from tests.publisher.simulate import SimulatedSubscriber
 from tests.services import KafkaService, S3Service
@@ -62,11 +57,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # plus the server's restart, so it imports the spilled packages instead of giving up on them
 # (giving up is its policy, but would make its content differ from the others').
 S3_OUTAGE_S = 30.0
-EDITABLE = SubscriberSpec(
-    "editable", editable=True, max_retries=2, retry_initial_s=16.0, retry_max_s=60.0
-)
-BLOCKING = SubscriberSpec("blocking", max_retries=-1)
-LATE = SubscriberSpec("late", reset="earliest")
+EDITABLE = SubscriberSpec(1, editable=True, max_retries=2, retry_initial_s=16.0, retry_max_s=60.0)
+BLOCKING = SubscriberSpec(2, max_retries=-1)
+LATE = SubscriberSpec(3, reset="earliest")
 
 PACKAGES = 500
 # Requests per second of the background load of tests 2, 4 and 5.
@@ -82,6 +75,10 @@ KAFKA_OUTAGE_S = 2.0 * SEND_TIMEOUT_S + 2.0
 CONVERGE_TIMEOUT_S = 600.0
 EVENTS_TIMEOUT_S = 120.0
 SIMULATED_SUBSCRIBERS = 98
+# How long a daemon may take to exit after a signal: a subscriber finishes the import in
+# progress (up to 60 s) and stops Spark; the publisher lets requests answer for up to 35 s.
+SUBSCRIBER_STOP_TIMEOUT_S = 120.0
+PUBLISHER_STOP_TIMEOUT_S = 60.0
 QUEUE_CALLS = 200
 QUEUES_P99_LIMIT_S = 0.050
 # Faster than the defaults so that queues and events follow within seconds.
@@ -142,45 +139,29 @@ def run(
     kafka_service: KafkaService, s3_service: S3Service, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Run]:
     name = services.unique_name("e2e-cluster")
-    workdir = tmp_path_factory.mktemp("e2e-cluster")
-    topics = services.unique_topics(name)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCD_")}
-    env.update(
-        {
-            "SCD_JOURNAL_BACKEND": "kafka",
-            "SCD_JOURNAL_BOOTSTRAP_SERVERS": kafka_service.bootstrap,
-            "SCD_JOURNAL_SEND_TIMEOUT_S": str(SEND_TIMEOUT_S),
-            **{f"SCD_JOURNAL_TOPICS__{k.upper()}": topic for k, topic in topics.items()},
-            "SCD_BLOB_BACKEND": "s3",
-            "SCD_BLOB_ENDPOINT_URL": s3_service.endpoint_url,
-            "SCD_BLOB_REGION": s3_service.region,
-            "SCD_BLOB_ACCESS_KEY": s3_service.access_key,
-            "SCD_BLOB_SECRET_KEY": s3_service.secret_key,
-            "SCD_BLOB_BUCKET": f"{name}-blobs",
-            "SCD_BLOB_CREATE_BUCKET": "true",
-            "SCD_PUBLISHER_AGENT_NAME": name,
-            "SCD_PUBLISHER_INSTANCE_ID": "e2e-publisher",
-            "SCD_PUBLISHER_HOST": "127.0.0.1",
-            "SCD_PUBLISHER_LEADER_TOPIC": f"{name}.leader",
-            "SCD_PUBLISHER_VIEW_REFRESH_S": VIEW_REFRESH_S,
-            "SCD_SUBSCRIBER_ANNOUNCE_INTERVAL_S": ANNOUNCE_INTERVAL_S,
-            "SCD_SUBSCRIBER_SPARK_JARS": ",".join(services.spark_jars()),
-            # Everything runs on this machine: Spark binds and advertises the loopback address.
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
-            "PYSPARK_PYTHON": sys.executable,
-        }
+    specs = [EDITABLE, BLOCKING, LATE]
+    settings = {
+        "SCD_JOURNAL_SEND_TIMEOUT_S": str(SEND_TIMEOUT_S),
+        "SCD_BLOB_CREATE_BUCKET": "true",
+        "SCD_PUBLISHER_API_TOKEN": TOKEN,
+        "SCD_PUBLISHER_AGENT_NAME": name,
+        "SCD_PUBLISHER_INSTANCE_ID": "e2e-publisher",
+        "SCD_PUBLISHER_VIEW_REFRESH_S": VIEW_REFRESH_S,
+        "SCD_SUBSCRIBER_ANNOUNCE_INTERVAL_S": ANNOUNCE_INTERVAL_S,
+    }
+    for spec in specs:
+        settings.update(spec.settings())
+    script = ClusterScript.configure(
+        tmp_path_factory.mktemp("e2e-cluster"),
+        name,
+        kafka_service,
+        s3_service,
+        len(specs),
+        settings,
     )
-    cluster = Cluster(env, workdir, name, topics, kafka_service.bootstrap, free_port())
-    for spec in (EDITABLE, BLOCKING, LATE):
-        cluster.add_subscriber(spec)
+    cluster = Cluster(script, name, services.unique_topics(name), kafka_service.bootstrap, specs)
     try:
-        cluster.start_publisher()
-        early = [cluster.subscribers[s.name] for s in (EDITABLE, BLOCKING)]
-        for subscriber in early:
-            subscriber.daemon.start()
-        for subscriber in early:
-            cluster.wait_subscriber_up(subscriber.spec.name)
+        script.up("publisher", EDITABLE.name, BLOCKING.name)
 
         # Events start after the minimum offset the leader first sees: wait until it has seen
         # both subscribers at -1, so that every package gets its event.
@@ -192,10 +173,11 @@ def run(
         yield Run(cluster, Workload(seed=20240501))
     finally:
         try:
-            cluster.stop_all()
+            down = script.down()
+            assert down.returncode == 0, down.stdout + down.stderr
         finally:
             cluster.close()
-            _delete_bucket(s3_service, env["SCD_BLOB_BUCKET"])
+            _delete_bucket(s3_service, script.env["SCD_BLOB_BUCKET"])
 
 
 # ---------------------------------------------------------------- checks
@@ -219,18 +201,18 @@ def wait_converged(cluster: Cluster, timeout_s: float = CONVERGE_TIMEOUT_S) -> i
         if all(o == last for o in offsets.values()) and queues == dict.fromkeys(names, 0):
             return last
         for name in names:
-            if not cluster.subscribers[name].daemon.alive:
+            if not cluster.subscribers[name].process.alive:
                 raise AssertionError(
-                    f"{name} exited\n" + cluster.subscribers[name].daemon.log_tail()
+                    f"{name} exited\n" + cluster.subscribers[name].process.log_tail()
                 )
         time.sleep(1.0)
     # Where the ones behind wait: their thread stacks at the end of their logs.
-    behind = [cluster.subscribers[n].daemon for n in names if state["offsets"][n] != last]
+    behind = [cluster.subscribers[n].process for n in names if state["offsets"][n] != last]
     for daemon in behind:
         daemon.dump_stacks()
     time.sleep(1.0)
     tails = "\n".join(
-        s.daemon.log_tail(STACK_DUMP_LINES if s.daemon in behind else 15)
+        s.process.log_tail(STACK_DUMP_LINES if s.process in behind else 15)
         for s in cluster.subscribers.values()
     )
     raise AssertionError(
@@ -378,7 +360,7 @@ def test_500_packages_reach_three_subscribers_once_each(
 ) -> None:
     cluster = run.cluster
     late = cluster.subscribers[LATE.name]
-    assert not late.daemon.alive, "this test starts the late subscriber itself: run it first"
+    assert not late.process.alive, "this test starts the late subscriber itself: run it first"
     started = time.monotonic()
     with run.lock:
         # Every 20th package (5%) is a deep ADD large enough to spill.
@@ -395,7 +377,9 @@ def test_500_packages_reach_three_subscribers_once_each(
 
     with ThreadPoolExecutor(DISTRIBUTE_THREADS) as pool:
         outcomes = list(pool.map(send, range(half)))
-        late.daemon.start()  # from earliest, while the second half is distributed
+        # `up` starts what is not running, the late subscriber: from earliest, while the
+        # second half is distributed.
+        late_up = cluster.script.start("up")
         outcomes += list(pool.map(send, range(half, PACKAGES)))
     distributed_s = time.monotonic() - started
     refused = [o for o in outcomes if o.status != 200]
@@ -404,14 +388,19 @@ def test_500_packages_reach_three_subscribers_once_each(
     assert spilled == {r.seq for r in requests if r.spill}, "spilled packages differ from plan"
     actions = Counter(r.action for r in requests)
 
-    cluster.wait_subscriber_up(LATE.name)
+    up = cluster.script.finish(late_up)
+    assert up.returncode == 0, up.stdout + up.stderr
     last = wait_converged(cluster)
     converged_s = time.monotonic() - started
     queues = cluster.get("/queues")
     assert sorted(q["subscriberAgentName"] for q in queues) == sorted(cluster.subscribers)
     assert all(q["state"] == "IDLE" and q["size"] == 0 for q in queues), queues
     config = {s["agentName"]: (s["editable"], s["maxRetries"]) for s in cluster.get("/subscribers")}
-    assert config == {"editable": (True, 2), "blocking": (False, -1), "late": (False, -1)}
+    assert config == {
+        EDITABLE.name: (True, 2),
+        BLOCKING.name: (False, -1),
+        LATE.name: (False, -1),
+    }
 
     model = check_log(run)
     assert last == PACKAGES - 1
@@ -450,7 +439,7 @@ def test_kafka_broker_restart_loses_no_accepted_package(
     cluster.ensure_running()
     wait_converged(cluster)
     pids = {"publisher": cluster.publisher.pid} | {
-        n: s.daemon.pid for n, s in cluster.subscribers.items()
+        n: s.process.pid for n, s in cluster.subscribers.items()
     }
     started = time.monotonic()
     with Load(run, threads=3) as load:
@@ -475,7 +464,7 @@ def test_kafka_broker_restart_loses_no_accepted_package(
 
     last, _ = check_all(run, spark)
     now = {"publisher": cluster.publisher.pid} | {
-        n: s.daemon.pid for n, s in cluster.subscribers.items()
+        n: s.process.pid for n, s in cluster.subscribers.items()
     }
     assert now == pids, "a daemon was restarted"
     on_log = {p.seq for p in cluster.packages()}
@@ -511,7 +500,7 @@ def test_s3_outage_refuses_spills_and_subscribers_retry_blobs(
     try:
         # Suspended subscribers cannot fetch the spilled packages before S3 goes down.
         for subscriber in subscribers:
-            os.kill(subscriber.daemon.pid, signal.SIGSTOP)
+            os.kill(subscriber.process.pid, signal.SIGSTOP)
             paused.append(subscriber)
         for _ in range(3):
             on_log_first.append(run.distribute("add-deep", spill=True))
@@ -522,7 +511,7 @@ def test_s3_outage_refuses_spills_and_subscribers_retry_blobs(
             s3_service.stop()
             down_at = time.monotonic()
             for subscriber in paused:
-                os.kill(subscriber.daemon.pid, signal.SIGCONT)
+                os.kill(subscriber.process.pid, signal.SIGCONT)
             paused.clear()
             while time.monotonic() < down_at + S3_OUTAGE_S:
                 during.append(run.distribute("add-deep", spill=True))
@@ -537,7 +526,7 @@ def test_s3_outage_refuses_spills_and_subscribers_retry_blobs(
         back_at = time.monotonic()
     finally:
         for subscriber in paused:
-            os.kill(subscriber.daemon.pid, signal.SIGCONT)
+            os.kill(subscriber.process.pid, signal.SIGCONT)
     # Spilled packages, and small ones with a binary above the threshold, need the blob store.
     needs_blobs = [run.workload.requests[o.seq].needs_blob_store for o in during]
     spills = [o for o, needs in zip(during, needs_blobs, strict=True) if needs]
@@ -584,8 +573,8 @@ def test_sigterm_and_sigkill_of_every_daemon_under_load(
             load.wait_accepted(30, "before the signals")
             # Staggered, while packages keep arriving and the subscribers keep committing.
             for index, daemon in enumerate(
-                [cluster.subscribers[names[0]].daemon, cluster.publisher]
-                + [cluster.subscribers[n].daemon for n in names[1:]]
+                [cluster.subscribers[names[0]].process, cluster.publisher]
+                + [cluster.subscribers[n].process for n in names[1:]]
             ):
                 time.sleep(1.0 + index * 0.7)
                 if signum == signal.SIGKILL:
@@ -594,18 +583,16 @@ def test_sigterm_and_sigkill_of_every_daemon_under_load(
                     daemon.signal(signum)
             code = cluster.publisher.wait(PUBLISHER_STOP_TIMEOUT_S)
             exits.setdefault("publisher", []).append(code)
-            cluster.start_publisher()
             for name in names:
-                daemon = cluster.subscribers[name].daemon
+                daemon = cluster.subscribers[name].process
                 exits.setdefault(name, []).append(daemon.wait(SUBSCRIBER_STOP_TIMEOUT_S))
-                daemon.start()
-            for name in names:
-                cluster.wait_subscriber_up(name)
+            cluster.ensure_running()
         load.wait_accepted(20, "after the restarts")
     outcomes = load.outcomes()
     for name, codes in exits.items():
         assert codes[0] == 0, f"{name} exited with {codes[0]} after SIGTERM"
-        assert codes[1] == -signal.SIGKILL, f"{name}: {codes[1]} after SIGKILL"
+        # The shell's exit status of a process killed by signal N: 128 + N.
+        assert codes[1] == 128 + signal.SIGKILL, f"{name}: {codes[1]} after SIGKILL"
     last, commits = check_all(run, spark)
     unanswered = [o for o in outcomes if o.status is None]
     on_log = {p.seq for p in cluster.packages()}

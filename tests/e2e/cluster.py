@@ -1,0 +1,208 @@
+"""The end-to-end tests' view of the native cluster: one publisher daemon and several
+subscriber daemons (``scd publisher`` / ``scd subscriber``) on the real Kafka broker and S3
+server, each subscriber with its own settings, health port and local Delta store, started and
+stopped by deploy/cluster.sh (tests/cluster_script.py), driven through the REST API and read
+back from the journal's topics.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from journal.api import Position
+from journal.kafka import KafkaJournal
+from journal.wire import messages as m
+from publisher.events import distributed_event
+from tests.cluster_script import ClusterScript, Process
+from tests.e2e.workload import SEQ_KEY
+
+TOKEN = "e2e-test-token-0123456789abcdef"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+HTTP_TIMEOUT_S = 60.0
+PROBE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class SubscriberSpec:
+    """subscriber-``index`` of the cluster and its own settings."""
+
+    index: int
+    editable: bool = False
+    max_retries: int = -1
+    reset: str = "latest"
+    retry_initial_s: float = 1.0
+    retry_max_s: float = 4.0
+
+    @property
+    def name(self) -> str:
+        return f"subscriber-{self.index}"
+
+    def settings(self) -> dict[str, str]:
+        """Its settings as deploy/cluster.sh takes them."""
+        prefix = f"SCD_CLUSTER_SUBSCRIBER_{self.index}_"
+        return {
+            f"{prefix}EDITABLE": str(self.editable).lower(),
+            f"{prefix}MAX_RETRIES": str(self.max_retries),
+            f"{prefix}RESET": self.reset,
+            f"{prefix}RETRY_INITIAL_S": str(self.retry_initial_s),
+            f"{prefix}RETRY_MAX_S": str(self.retry_max_s),
+        }
+
+
+@dataclass
+class Subscriber:
+    spec: SubscriberSpec
+    process: Process
+    url: str
+    store: Path
+
+    def health(self) -> dict[str, Any] | None:
+        if not self.process.alive:
+            return None
+        try:
+            answer = httpx.get(f"{self.url}/health", timeout=PROBE_TIMEOUT_S)
+        except httpx.HTTPError:
+            return None
+        return answer.json() if answer.status_code == 200 else None
+
+    def processed_offset(self) -> int | None:
+        health = self.health()
+        return None if health is None else health.get("processedOffset")
+
+
+@dataclass(frozen=True)
+class LoggedPackage:
+    offset: int
+    pkg_id: str
+    seq: int | None
+    action: str
+    by_reference: bool
+
+
+@dataclass
+class Outcome:
+    """What the HTTP client saw of one distribute request."""
+
+    seq: int
+    status: int | None  # None: no answer (connection refused or cut)
+    offset: int | None = None
+    spilled: bool | None = None
+    message: str = ""
+    started: float = 0.0  # time.monotonic() when the request was sent
+    seconds: float = 0.0
+
+
+@dataclass
+class Cluster:
+    script: ClusterScript
+    agent_name: str
+    topics: dict[str, str]
+    bootstrap: str
+    specs: list[SubscriberSpec]
+    subscribers: dict[str, Subscriber] = field(init=False)
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.subscribers = {
+            spec.name: Subscriber(
+                spec,
+                self.script.process(spec.name),
+                self.script.subscriber_url(spec.index),
+                self.script.directory / "stores" / spec.name,
+            )
+            for spec in self.specs
+        }
+        self.http = httpx.Client(
+            base_url=self.script.publisher_url, headers=AUTH, timeout=HTTP_TIMEOUT_S
+        )
+        self.journal = KafkaJournal(self.bootstrap)
+
+    @property
+    def publisher(self) -> Process:
+        return self.script.process("publisher")
+
+    def ensure_running(self) -> None:
+        """Start whatever is not running (a test run alone, after a fault or a failure)."""
+        self.script.up()
+
+    def close(self) -> None:
+        self.http.close()
+        self.journal.close()
+
+    # ------------------------------------------------------------------ REST
+    def get(self, path: str) -> Any:
+        answer = self.http.get(path)
+        assert answer.status_code == 200, f"GET {path}: {answer.status_code} {answer.text}"
+        return answer.json()
+
+    def distribute(self, seq: int, body: dict[str, Any]) -> Outcome:
+        started = time.monotonic()
+        try:
+            answer = self.http.post("/distribute", json=body)
+        except httpx.HTTPError as exc:
+            outcome = Outcome(seq, None, message=f"{type(exc).__name__}: {exc}")
+        else:
+            if answer.status_code == 200:
+                data = answer.json()
+                outcome = Outcome(seq, 200, int(data["offset"]), bool(data["spilled"]))
+            else:
+                outcome = Outcome(seq, answer.status_code, message=answer.text)
+        outcome.started = started
+        outcome.seconds = time.monotonic() - started
+        self.outcomes.append(outcome)
+        return outcome
+
+    def accepted(self) -> dict[int, int]:
+        """seq -> offset of every request answered 200."""
+        return {o.seq: o.offset for o in self.outcomes if o.status == 200 and o.offset is not None}
+
+    # ------------------------------------------------------------------ topics
+    def latest_offset(self) -> int:
+        """Offset the next package will get (every package is at a lower one)."""
+        return self.journal.latest_offset(self.topics["package"])
+
+    def _read(self, topic: str) -> list[tuple[int, int, dict[str, str], bytes]]:
+        ends = {
+            p: self.journal.latest_offset(topic, p) for p in range(self.journal.partitions(topic))
+        }
+        found: list[tuple[int, int, dict[str, str], bytes]] = []
+        with self.journal.consumer(topic, Position.earliest()) as consumer:
+            deadline = time.monotonic() + HTTP_TIMEOUT_S
+            while any(consumer.positions().get(p, 0) < end for p, end in ends.items()):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"could not read {topic} to its end {ends}")
+                for record in consumer.poll(1.0):
+                    if record.offset < ends[record.partition]:
+                        found.append(
+                            (record.partition, record.offset, dict(record.headers), record.value)
+                        )
+        return found
+
+    def packages(self) -> list[LoggedPackage]:
+        """Every package on the package topic, in offset order."""
+        out = []
+        for _, offset, headers, value in self._read(self.topics["package"]):
+            message = m.decode(headers, value)
+            assert isinstance(message, m.PackageMessage), f"offset {offset}: {message}"
+            seq = message.metadata.get(SEQ_KEY)
+            out.append(
+                LoggedPackage(
+                    offset,
+                    message.pkg_id,
+                    int(seq) if seq is not None else None,
+                    m.ReqType.Name(message.req_type),
+                    bool(message.pkg_binary_ref),
+                )
+            )
+        return sorted(out, key=lambda p: p.offset)
+
+    def events(self) -> list[dict[str, Any]]:
+        """This publisher agent's distributed events, in the order of each partition."""
+        records = sorted(self._read(self.topics["event"]), key=lambda r: (r[0], r[1]))
+        events = [distributed_event(headers, value) for _, _, headers, value in records]
+        return [e for e in events if e is not None and e.get("pubAgentName") == self.agent_name]
