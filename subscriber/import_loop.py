@@ -184,30 +184,35 @@ class ImportLoop:
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
         while not self.stop.is_set():
-            try:
-                if not self.role.active:
-                    self.stand_by()
-                    self.stop.wait(self.settings.poll_timeout_s)
-                    continue
-                if not self.opened or self._epoch != self.role.epoch:
-                    self.open()
-                self.run_once()
-            except WriterDeposed as exc:
-                self.role.step_down(str(exc))
+            self.step()
+
+    def step(self) -> None:
+        """One pass of the loop: wait on standby, or claim and open the store when it became
+        active, and import one batch (tests drive it by hand)."""
+        try:
+            if not self.role.active:
                 self.stand_by()
-            except JournalError as exc:
-                log.warning("%s: journal unavailable, retrying: %s", self.name, exc)
-                self.close()  # records polled but not imported are read again
                 self.stop.wait(self.settings.poll_timeout_s)
-            except Exception:
-                # Anything else (a bug, the store failing outside an import) would lose the
-                # records polled but not imported if the loop just went on: start again from
-                # the offset in the store, as a restarted process would.
-                self.counters.loop_restarts += 1
-                self.metrics.import_loop_restarts.inc()
-                log.exception("%s: import loop failed; resuming from the stored offset", self.name)
-                self.close()
-                self.stop.wait(self.settings.retry_initial_s)
+                return
+            if not self.opened or self._epoch != self.role.epoch:
+                self.open()
+            self.run_once()
+        except WriterDeposed as exc:
+            self.role.step_down(str(exc))
+            self.stand_by()
+        except JournalError as exc:
+            log.warning("%s: journal unavailable, retrying: %s", self.name, exc)
+            self.close()  # records polled but not imported are read again
+            self.stop.wait(self.settings.poll_timeout_s)
+        except Exception:
+            # Anything else (a bug, the store failing outside an import) would lose the
+            # records polled but not imported if the loop just went on: start again from
+            # the offset in the store, as a restarted process would.
+            self.counters.loop_restarts += 1
+            self.metrics.import_loop_restarts.inc()
+            log.exception("%s: import loop failed; resuming from the stored offset", self.name)
+            self.close()
+            self.stop.wait(self.settings.retry_initial_s)
 
     def run_once(self) -> int:
         """Poll and import one batch; returns the number of records handled."""

@@ -21,6 +21,7 @@ from journal.wire.package import Node
 from subscriber.changes import ChangeSet, status_name
 from subscriber.rows import BinaryInfo, StoredNode, node_row
 from subscriber.store import FileStats, StepOutcome, StoreState, WriterDeposed
+from subscriber.writer_lease import LeaseRecord
 
 
 def stored(node: Node, offset: int, pkg_id: str, pub_agent: str) -> StoredNode:
@@ -176,3 +177,28 @@ class MemoryStore:
 
     def node(self, path: str) -> StoredNode | None:
         return self.tree.get(path)
+
+
+@dataclass
+class MemoryLease:
+    """A writer lease object in memory (subscriber.writer_lease.LeaseObject): a version
+    counter as the token, compare-and-swap as on S3."""
+
+    where: str = "memory-lease"
+    record: LeaseRecord | None = None
+    version: int = 0
+    fail: bool = False  # reads and writes raise (the lease's storage unreachable)
+
+    def read(self) -> tuple[LeaseRecord, str] | None:
+        if self.fail:
+            raise OSError("lease storage unreachable")
+        return None if self.record is None else (self.record, str(self.version))
+
+    def swap(self, record: LeaseRecord, expected: str | None) -> str | None:
+        if self.fail:
+            raise OSError("lease storage unreachable")
+        current = None if self.record is None else str(self.version)
+        if current != expected:
+            return None
+        self.record, self.version = record, self.version + 1
+        return str(self.version)
