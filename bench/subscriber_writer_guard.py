@@ -2,14 +2,16 @@
 transaction id that fences out a deposed writer (subscriber/delta_store.py, one writer per
 store).
 
-Two local stores get the same commits, alternating which goes first: one claimed with a
-writer epoch (every write carries txnAppId/txnVersion, which Delta looks up in the commit),
-one used unclaimed (no id). Each round commits one package that adds a page of new nodes (a
-plain append, the common commit of a caught-up subscriber) and one that updates an existing
-page (a replacing commit). Reported: p50/p95/mean per commit kind and variant, and the
-guarded/unguarded ratio of the medians. Then, as a check that the guard guards: a second
-store object claims the guarded table with the next epoch and the first one's commit must be
-refused.
+Three local stores get the same commits, rotating which goes first: ``unguarded`` (used
+unclaimed: no id), ``guarded`` (claimed with a writer epoch: every write carries
+txnAppId/txnVersion, which Delta looks up in the commit, and the store precomputes the
+snapshot state that lookup needs after each write, as the product does) and ``guarded_cold``
+(the same without the precomputation: what the lookup alone costs). Each round commits one
+package that adds a page of new nodes (a plain append, the common commit of a caught-up
+subscriber) and one that updates an existing page (a replacing commit). Reported:
+p50/p95/mean per commit kind and variant, and the guarded/unguarded ratios of the medians.
+Then, as a check that the guard guards: a second store object claims the guarded table with
+the next epoch and the first one's commit must be refused.
 
     .venv/bin/python bench/subscriber_writer_guard.py [--rounds 150] > result.json
 """
@@ -38,6 +40,7 @@ from subscriber.spark import spark_config
 from subscriber.store import WriterDeposed
 
 NODES_PER_PAGE = 4
+VARIANTS = ("unguarded", "guarded", "guarded_cold")
 WARMUP_ROUNDS = 5
 
 
@@ -84,11 +87,10 @@ def summary(seconds: list[float]) -> dict[str, float]:
 
 
 def run(spark: Any, work: Path, rounds: int) -> dict[str, Any]:
-    stores = {
-        "guarded": DeltaStore(spark, str(work / "guarded")),
-        "unguarded": DeltaStore(spark, str(work / "unguarded")),
-    }
+    stores = {name: DeltaStore(spark, str(work / name)) for name in VARIANTS}
     stores["guarded"].claim(1, "bench")
+    stores["guarded_cold"].claim(1, "bench")
+    stores["guarded_cold"]._warm_state = lambda: None  # type: ignore[method-assign]
     for store in stores.values():
         store.open()
     seconds: dict[str, dict[str, list[float]]] = {
@@ -96,7 +98,8 @@ def run(spark: Any, work: Path, rounds: int) -> dict[str, Any]:
     }
     offset = 0
     for r in range(WARMUP_ROUNDS + rounds):
-        order = list(stores.items()) if r % 2 == 0 else list(stores.items())[::-1]
+        shift = r % len(stores)
+        order = [*list(stores.items())[shift:], *list(stores.items())[:shift]]
         units = {
             "append": page(offset, r, 1),  # a new page
             "replace": page(offset + 1, r // 2, 2 + r),  # an existing page again
@@ -113,10 +116,11 @@ def run(spark: Any, work: Path, rounds: int) -> dict[str, Any]:
         name: {kind: summary(values) for kind, values in kinds.items()}
         for name, kinds in seconds.items()
     }
-    result["guarded_over_unguarded_p50"] = {
-        kind: round(result["guarded"][kind]["p50_s"] / result["unguarded"][kind]["p50_s"], 3)
-        for kind in ("append", "replace")
-    }
+    for variant in ("guarded", "guarded_cold"):
+        result[f"{variant}_over_unguarded_p50"] = {
+            kind: round(result[variant][kind]["p50_s"] / result["unguarded"][kind]["p50_s"], 3)
+            for kind in ("append", "replace")
+        }
     # The guard guards: after a claim with the next epoch, the first store's commit fails.
     successor = DeltaStore(spark, stores["guarded"].location)
     successor.claim(2, "bench-successor")

@@ -139,12 +139,14 @@ class SubscriberAgent:
             self.loop.open()
 
     def start(self) -> SubscriberAgent:
-        """Open (unless done) and run the import loop, announcer, command reader and the
-        writer lease in supervised background threads."""
-        if not self.loop.opened:
-            self.open()
+        """Run the import loop, announcer, command reader and the writer lease in supervised
+        background threads. With a lease the import loop opens the store once it holds it
+        (the lease is renewed meanwhile: a claim on a new store takes seconds); without one
+        the store is opened first, unless done."""
         if self.role.lease is not None:
             self.supervisor.spawn(f"{self.name}-writer-lease", self.role.run)
+        elif not self.loop.opened:
+            self.open()
         self.supervisor.spawn(f"{self.name}-announce", self.announcer.run)
         if self.settings.editable:
             self._commands = MessagePoller(

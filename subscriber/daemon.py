@@ -82,8 +82,8 @@ def run(settings: SubscriberSettings) -> int:
         agent = SubscriberAgent(
             settings, journal, DeltaStore(spark, settings.store_path), blobs, lease=lease
         )
-        if not _wait_for(agent.open, "the journal and the content store", stop):
-            return 0
+        # The import loop claims and opens the store once this process holds its writer
+        # lease; until then it is a standby (README: one writer per store).
         agent.start()
         stack.callback(agent.stop)  # runs before the journal, blob store and Spark close
         if settings.http_port is not None:
@@ -97,12 +97,7 @@ def run(settings: SubscriberSettings) -> int:
             server.start()
             stack.callback(server.stop)
             log.info("health, readiness and metrics on %s", server.url)
-        log.info(
-            "subscriber %s running (instance %s, writer role %s)",
-            agent.name,
-            agent.instance_id or None,
-            agent.role.describe(),
-        )
+        log.info("subscriber %s running on store %s", agent.name, settings.store_path)
         stop.wait()
     return 0
 

@@ -100,6 +100,8 @@ EPOCH_SPAN = 2**32  # writes per epoch, far beyond any tenure
 # dropped as already done leaves it as it was. (A VACUUM committing in another thread of the
 # session meanwhile hides a drop; the lease, lost by then, makes the process step down.)
 LAST_COMMIT_VERSION = "spark.databricks.delta.lastCommitVersionInSession"
+# A commit concurrent with one that set a transaction id it read: here, a claim.
+CONCURRENT_TRANSACTION = "DELTA_CONCURRENT_TRANSACTION"
 
 
 def _now_ms() -> int:
@@ -252,8 +254,6 @@ class DeltaStore:
     def _guarded_save(self, writer: Any) -> None:
         """Save with this epoch's next transaction id; ``WriterDeposed`` when Delta dropped
         the write or found a concurrent claim."""
-        from delta.exceptions import ConcurrentTransactionException
-
         assert self.epoch is not None
         self._sequence += 1
         version = self.epoch * EPOCH_SPAN + self._sequence
@@ -261,7 +261,11 @@ class DeltaStore:
         before = self.spark.conf.get(LAST_COMMIT_VERSION, None)
         try:
             writer.save(self.location)
-        except ConcurrentTransactionException as exc:
+        except Exception as exc:
+            # Delta's error class; the Python exception type depends on whether delta-spark's
+            # converter recognised the Java one.
+            if CONCURRENT_TRANSACTION not in str(exc):
+                raise
             raise WriterDeposed(
                 f"content store {self.location} was claimed by another writer during this "
                 f"commit (writer epoch {self.epoch}); the commit did not land"

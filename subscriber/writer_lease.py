@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from blobstore.settings import BlobStoreSettings
 
@@ -154,6 +154,8 @@ class S3LeaseObject:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 return None
             raise LeaseError(f"reading the writer lease {self.where} failed: {exc}") from exc
+        except BotoCoreError as exc:  # unreachable, timed out
+            raise LeaseError(f"reading the writer lease {self.where} failed: {exc}") from exc
         data = answer["Body"].read(MAX_LEASE_BYTES + 1)
         return LeaseRecord.decode(data), answer["ETag"]
 
@@ -173,6 +175,8 @@ class S3LeaseObject:
             # 412: another version is there; 409: a concurrent conditional write won.
             if code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
                 return None
+            raise LeaseError(f"writing the writer lease {self.where} failed: {exc}") from exc
+        except BotoCoreError as exc:
             raise LeaseError(f"writing the writer lease {self.where} failed: {exc}") from exc
         return str(answer["ETag"])
 

@@ -121,7 +121,10 @@ def wait_until(condition: Any, timeout_s: float, what: str, daemons: list[Daemon
 def test_two_daemons_one_imports_and_the_standby_takes_over_after_a_sigkill(
     env: Env, spark: Any, s3_service: S3Service, kind: str
 ) -> None:
-    stream = Stream(env, PackageGenerator(20_251_124, env.blobs.put_bytes))
+    def put(key: str, data: bytes) -> None:
+        env.blobs.put_bytes(key, data)
+
+    stream = Stream(env, PackageGenerator(20_251_124, put))
     stream.write(PACKAGES)
     location = store_location(kind, env)
     environment = child_env(env, Path(location), broken=False, batch_max=BATCH_MAX)
@@ -149,7 +152,7 @@ def test_two_daemons_one_imports_and_the_standby_takes_over_after_a_sigkill(
         assert not ACTIVE.search(standby.log())
         assert standby.health()["state"] == "STANDBY"
         assert standby.health()["role"].startswith(f"standby: store {location} is written by")
-        assert active.health()["role"] == "active (writer epoch 1)"
+        assert active.health()["role"] == "active (writer epoch 1)"  # the first one
 
         active.kill()  # in the middle of the import
         killed = time.monotonic()
