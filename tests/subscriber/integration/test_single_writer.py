@@ -47,7 +47,7 @@ pytestmark = [
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-PACKAGES = 80
+PACKAGES = 50
 BATCH_MAX = 5
 # Lease timing of the daemons under test: a takeover at most 6 + 2 * 1 s after a death.
 TTL_S, RENEW_S = 6.0, 1.0
