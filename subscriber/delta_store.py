@@ -96,9 +96,10 @@ SINGLE_TASK_ROWS = 1000
 # The writer guard's transaction id: one app id per table, versions ordered by writer epoch.
 WRITER_APP_ID = "scd-writer"
 EPOCH_SPAN = 2**32  # writes per epoch, far beyond any tenure
-# Delta sets this session setting to the version each commit of the session made; a write it
-# dropped as already done leaves it as it was. (A VACUUM committing in another thread of the
-# session meanwhile hides a drop; the lease, lost by then, makes the process step down.)
+# Delta sets this session setting to the version each commit of the session makes; cleared
+# before a write, it stays unset when Delta dropped the write as done already. (A VACUUM
+# committing in another thread of the session meanwhile hides a drop; the lease, lost by
+# then, makes the process step down.)
 LAST_COMMIT_VERSION = "spark.databricks.delta.lastCommitVersionInSession"
 # A commit concurrent with one that set a transaction id it read: here, a claim.
 CONCURRENT_TRANSACTION = "DELTA_CONCURRENT_TRANSACTION"
@@ -258,7 +259,7 @@ class DeltaStore:
         self._sequence += 1
         version = self.epoch * EPOCH_SPAN + self._sequence
         writer = writer.option("txnAppId", WRITER_APP_ID).option("txnVersion", version)
-        before = self.spark.conf.get(LAST_COMMIT_VERSION, None)
+        self.spark.conf.unset(LAST_COMMIT_VERSION)
         try:
             writer.save(self.location)
         except Exception as exc:
@@ -270,7 +271,7 @@ class DeltaStore:
                 f"content store {self.location} was claimed by another writer during this "
                 f"commit (writer epoch {self.epoch}); the commit did not land"
             ) from exc
-        if self.spark.conf.get(LAST_COMMIT_VERSION, None) == before:
+        if self.spark.conf.get(LAST_COMMIT_VERSION, None) is None:
             raise WriterDeposed(
                 f"content store {self.location} was claimed by a later writer than epoch "
                 f"{self.epoch}; Delta dropped this commit"
