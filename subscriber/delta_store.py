@@ -15,10 +15,10 @@ of its writes the Delta transaction id ``txnAppId`` = WRITER_APP_ID, ``txnVersio
 is not above the one the table holds for the app id is dropped (a claim with a later epoch
 came first), and a write concurrent with a commit that set the app id fails with a conflict
 (a claim came in between). Both raise ``WriterDeposed``. Looking the id up makes Delta compute
-the full state of the snapshot the commit starts from (a Spark job over the log: it took a
-small append from 0.6 s to 2.3 s on a loaded machine); so after each write a helper thread
-computes it for the version just written, which the next commit starts from when no one else
-committed meanwhile, and the lookup finds it done (bench/README.md, subscriber_writer_guard).
+the full state of the snapshot the commit starts from (a Spark job over the log: a small
+append took about 3 times as long); so after each write a helper thread computes it for the
+version just written, which the next commit starts from when no one else committed
+meanwhile, and the lookup finds it done (bench/README.md, subscriber_writer_guard).
 A store used without a claim (tests, tools) writes no id.
 
 Commits take one of two paths:
