@@ -5,7 +5,9 @@
   deleted unread (subscriber.behind_log: state BEHIND_LOG, not ready);
 * the announcer (subscriber.announcer): discovery messages and the lag;
 * the command reader (subscriber.commands), on editable subscribers only: clear requests,
-  which the import loop persists.
+  which the import loop persists;
+* the writer lease (subscriber.writer_role), when given one: renewed while this process
+  writes the store, watched while it is a standby.
 
 Every thread is supervised (runtime.supervisor): an exception is logged, counted and the
 thread restarted; ``ready`` answers False while one is down.
@@ -35,6 +37,8 @@ from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness, ReadinessRules, supervised_check
 from subscriber.settings import SubscriberSettings
 from subscriber.store import Store
+from subscriber.writer_lease import WriterLease
+from subscriber.writer_role import WriterRole
 
 __all__ = ["IDLE_CHECKPOINT_COMMITS", "SubscriberAgent"]
 
@@ -48,8 +52,10 @@ class SubscriberAgent:
         blobs: BlobStore | None = None,
         *,
         invalidate: InvalidateHook | None = None,
+        lease: WriterLease | None = None,
     ) -> None:
-        """``store``: the product's is ``DeltaStore(spark, settings.store_path)``."""
+        """``store``: the product's is ``DeltaStore(spark, settings.store_path)``; ``lease``:
+        the store's writer lease (subscriber.writer_role; None: the only writer, unchecked)."""
         self.settings = settings
         self.journal = journal
         self.blobs = blobs
@@ -66,6 +72,7 @@ class SubscriberAgent:
         )
         self._stop = threading.Event()
         self.supervisor = Supervisor(self._stop)
+        self.role = WriterRole(settings.agent_name, store.location, lease, self.metrics, self._stop)
         verifier = verifier_from_settings(settings)  # a bad key stops the start here
         limits = rules.ContentLimits(max_package_bytes=settings.max_package_bytes)
         status = MessageSender(journal, self.topics.status)
@@ -107,6 +114,7 @@ class SubscriberAgent:
             self.metrics,
             self.readiness,
             LogGaps(settings, journal, self.store, self.metrics),
+            self.role,
             self._stop,
             invalidate,
         )
@@ -123,13 +131,21 @@ class SubscriberAgent:
         return state.instance_id if state is not None else ""
 
     def open(self) -> None:
-        """Open the store, settle the start position, resend statuses a crash left unsent."""
-        self.loop.open()
+        """Try to take the writer role; once active: claim and open the store, settle the
+        start position, resend statuses a crash left unsent. On standby the import loop
+        opens it when it takes over."""
+        self.role.tick()
+        if self.role.active:
+            self.loop.open()
 
     def start(self) -> SubscriberAgent:
-        """Open (unless done) and run the import loop, announcer and command reader in
-        supervised background threads."""
-        if not self.loop.opened:
+        """Run the import loop, announcer, command reader and the writer lease in supervised
+        background threads. With a lease the import loop opens the store once it holds it
+        (the lease is renewed meanwhile: a claim on a new store takes seconds); without one
+        the store is opened first, unless done."""
+        if self.role.lease is not None:
+            self.supervisor.spawn(f"{self.name}-writer-lease", self.role.run)
+        elif not self.loop.opened:
             self.open()
         self.supervisor.spawn(f"{self.name}-announce", self.announcer.run)
         if self.settings.editable:
@@ -153,6 +169,7 @@ class SubscriberAgent:
         self.supervisor.stop(timeout_s)
         self.loop.shutdown()
         self.bookkeeping.maintenance.wait(timeout_s)  # a VACUUM in its own thread
+        self.role.release()  # nothing writes any more: a standby may take over at once
 
     # ------------------------------------------------------------------ the import loop's view
     def run_once(self) -> int:
@@ -177,6 +194,8 @@ class SubscriberAgent:
     def state(self) -> str:
         if self._stop.is_set():
             return "STOPPING"
+        if not self.role.active:
+            return "STANDBY"
         if not self.instance_id:
             return "STARTING"
         if self.loop.gaps.behind is not None:
@@ -196,12 +215,15 @@ class SubscriberAgent:
             instance_id=self.instance_id or None,
             processed_offset=self.processed_offset if self.processed_offset >= 0 else None,
             state=self.state,
+            role=self.role.describe(),
         )
 
     def ready(self) -> tuple[bool, str]:
         """Readiness (subscriber.readiness), False while a background thread is down or the
         subscriber is behind the log (whatever readiness said before: its content misses
         packages it will not import)."""
+        if not self.role.active:  # serves nothing: the active process imports
+            return False, self.role.describe()
         behind = self.loop.gaps.reason()
         if behind is not None:
             return False, behind

@@ -57,6 +57,8 @@ class Announcer:
         )
 
     def announce(self) -> None:
+        if not self.instance_id():
+            return  # no store open (a standby): the process writing the store announces
         try:
             self._sender.send(self.message(), key=self.name)
         except JournalError as exc:

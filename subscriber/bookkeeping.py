@@ -13,7 +13,7 @@ from journal.wire import messages as m
 from runtime.errors import JournalError
 from subscriber.maintenance import IDLE_CHECKPOINT_COMMITS, Maintenance, MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
-from subscriber.store import Store
+from subscriber.store import Store, WriterDeposed
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,8 @@ class Bookkeeping:
         due. A failure is logged and tried again later; it never stops the import thread."""
         try:
             self.maintenance.step()
+        except WriterDeposed:
+            raise  # the import loop steps down
         except Exception:
             log.warning(
                 "%s: store housekeeping failed; trying again later", self.name, exc_info=True

@@ -29,6 +29,7 @@ from subscriber.delta_store import DeltaStore
 from subscriber.http import HealthServer
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
+from subscriber.writer_lease import WriterLease, lease_object, new_owner
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +73,17 @@ def run(settings: SubscriberSettings) -> int:
         blobs = None
         if settings.blobstore is not None:
             blobs = stack.enter_context(open_blob_store(settings.blobstore))
-        agent = SubscriberAgent(settings, journal, DeltaStore(spark, settings.store_path), blobs)
-        if not _wait_for(agent.open, "the journal and the content store", stop):
-            return 0
+        lease = WriterLease(
+            lease_object(settings.store_path, settings.blobstore),
+            new_owner(settings.agent_name),
+            settings.writer_lease_ttl_s,
+            settings.writer_lease_renew_s,
+        )
+        agent = SubscriberAgent(
+            settings, journal, DeltaStore(spark, settings.store_path), blobs, lease=lease
+        )
+        # The import loop claims and opens the store once this process holds its writer
+        # lease; until then it is a standby (README: one writer per store).
         agent.start()
         stack.callback(agent.stop)  # runs before the journal, blob store and Spark close
         if settings.http_port is not None:
@@ -88,7 +97,7 @@ def run(settings: SubscriberSettings) -> int:
             server.start()
             stack.callback(server.stop)
             log.info("health, readiness and metrics on %s", server.url)
-        log.info("subscriber %s running (instance %s)", agent.name, agent.instance_id)
+        log.info("subscriber %s running on store %s", agent.name, settings.store_path)
         stop.wait()
     return 0
 

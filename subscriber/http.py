@@ -1,7 +1,7 @@
 """The subscriber daemon's small HTTP endpoint: liveness, readiness and Prometheus metrics.
 
-* ``GET /health``: 200 with the agent name, instance id, processed offset and state while the
-  process serves (liveness);
+* ``GET /health``: 200 with the agent name, instance id, processed offset, state and writer
+  role while the process serves (liveness);
 * ``GET /ready``: 200 once the subscriber is ready (subscriber.readiness), else 503; both
   with the reason, so an operator sees what it waits for;
 * ``GET /metrics``: Prometheus text exposition.
@@ -35,7 +35,9 @@ class Health(BaseModel):
     agent: str
     instance_id: str | None  # None until the content store is open
     processed_offset: int | None  # None: nothing processed yet
-    state: str  # e.g. STARTING, IDLE, RUNNING, BLOCKED, BEHIND_LOG, STOPPING
+    state: str  # e.g. STARTING, IDLE, RUNNING, BLOCKED, BEHIND_LOG, STANDBY, STOPPING
+    # "active (writer epoch N)", or "standby: store X is written by Y (epoch N)"
+    role: str = "active"
 
 
 class ReadyAnswer(BaseModel):

@@ -16,6 +16,11 @@ A package that can never be imported (subscriber.decoding) is committed as REMOV
 its batch; one that failed for a reason a retry may mend is isolated and retried
 (subscriber.retries). Offsets the package topic deleted before they were read stop the import
 (subscriber.behind_log).
+
+It writes only while this process holds the store's writer role (subscriber.writer_role): on
+standby it waits; once active it claims the store with its writer epoch and opens it; when the
+store refuses a write (``WriterDeposed``: another process took over) it steps down, drops what
+it read and polled, and waits again.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness
 from subscriber.retries import AttemptFailed, Retries, RetryPolicy
 from subscriber.settings import SubscriberSettings
-from subscriber.store import Store
+from subscriber.store import Store, WriterDeposed
+from subscriber.writer_role import WriterRole
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +86,7 @@ class ImportLoop:
         metrics: SubscriberMetrics,
         readiness: Readiness,
         gaps: LogGaps,
+        role: WriterRole,
         stop: threading.Event,
         invalidate: InvalidateHook | None = None,
     ) -> None:
@@ -94,6 +101,7 @@ class ImportLoop:
         self.metrics = metrics
         self.readiness = readiness
         self.gaps = gaps
+        self.role = role
         self.stop = stop
         self.invalidate = invalidate
         self.topic = settings.journal.topics.package
@@ -109,6 +117,7 @@ class ImportLoop:
             skip=self._skip,
         )
         self.processed_offset = -1  # in memory; the store may lag by unstored skips
+        self._epoch: int | None = None  # the writer epoch the store was claimed with
         self.latest_seen_ms = 0
         self._batch = settings.batch_max
         self._unstored_skips = 0
@@ -127,7 +136,13 @@ class ImportLoop:
         return self._consumer is not None or self.gaps.behind is not None
 
     def open(self) -> None:
-        """Open the store, settle the start position, resend statuses a crash left unsent."""
+        """Claim the store with this process's writer epoch (when it has a lease), open it,
+        settle the start position, resend statuses a crash left unsent."""
+        self.close()
+        epoch = self.role.epoch
+        if epoch is not None:
+            self.store.claim(epoch, self.role.owner)
+        self._epoch = epoch
         offset = self.store.open().offset
         self.processed_offset = offset if offset is not None else -1
         self.bookkeeping.send_pending_statuses()
@@ -152,6 +167,17 @@ class ImportLoop:
             self._consumer.close()
             self._consumer = None
 
+    def stand_by(self) -> None:
+        """Stop writing: close the consumer and forget the store's state (another process
+        writes it now; it is read again when this one is active again)."""
+        if self._epoch is None and not self.opened and self.store.state is None:
+            return
+        self.close()
+        self.gaps.behind = None
+        self.store.state = None
+        self._epoch = None
+        self.processed_offset = -1
+
     def shutdown(self) -> None:
         self.close()
         self._prefetcher.shutdown()
@@ -159,23 +185,35 @@ class ImportLoop:
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
         while not self.stop.is_set():
-            try:
-                if not self.opened:
-                    self.open()
-                self.run_once()
-            except JournalError as exc:
-                log.warning("%s: journal unavailable, retrying: %s", self.name, exc)
-                self.close()  # records polled but not imported are read again
+            self.step()
+
+    def step(self) -> None:
+        """One pass of the loop: wait on standby, or claim and open the store when it became
+        active, and import one batch (tests drive it by hand)."""
+        try:
+            if not self.role.active:
+                self.stand_by()
                 self.stop.wait(self.settings.poll_timeout_s)
-            except Exception:
-                # Anything else (a bug, the store failing outside an import) would lose the
-                # records polled but not imported if the loop just went on: start again from
-                # the offset in the store, as a restarted process would.
-                self.counters.loop_restarts += 1
-                self.metrics.import_loop_restarts.inc()
-                log.exception("%s: import loop failed; resuming from the stored offset", self.name)
-                self.close()
-                self.stop.wait(self.settings.retry_initial_s)
+                return
+            if not self.opened or self._epoch != self.role.epoch:
+                self.open()
+            self.run_once()
+        except WriterDeposed as exc:
+            self.role.step_down(str(exc))
+            self.stand_by()
+        except JournalError as exc:
+            log.warning("%s: journal unavailable, retrying: %s", self.name, exc)
+            self.close()  # records polled but not imported are read again
+            self.stop.wait(self.settings.poll_timeout_s)
+        except Exception:
+            # Anything else (a bug, the store failing outside an import) would lose the
+            # records polled but not imported if the loop just went on: start again from
+            # the offset in the store, as a restarted process would.
+            self.counters.loop_restarts += 1
+            self.metrics.import_loop_restarts.inc()
+            log.exception("%s: import loop failed; resuming from the stored offset", self.name)
+            self.close()
+            self.stop.wait(self.settings.retry_initial_s)
 
     def run_once(self) -> int:
         """Poll and import one batch; returns the number of records handled."""
@@ -316,9 +354,13 @@ class ImportLoop:
         if not content and self._unstored_skips < self.settings.skip_store_every:
             self._advance(changes)  # not-for-us packages only: store every Nth skip
             return
+        if not self.role.active:  # the lease lapsed: the store's guard would refuse it too
+            raise WriterDeposed(f"the writer lease of {self.store.location} lapsed")
         started = time.monotonic()
         try:
             self.store.commit(changes)
+        except WriterDeposed:
+            raise
         except Exception as exc:
             if len(changes.units) == 1:
                 raise AttemptFailed(changes.units[0].offset, exc) from exc

@@ -196,6 +196,20 @@ class SubscriberMetrics:
             "scd_store_bytes_reclaimed", "Bytes VACUUM deleted from the store", label, registry=r
         ).labels(agent)
 
+        # One writer per store (subscriber/writer_role.py).
+        self.writer_role = Gauge(
+            "scd_store_writer_role",
+            "1 while this process writes its store (holds the writer lease), 0 on standby",
+            label,
+            registry=r,
+        ).labels(agent)
+        self._writer_role_changes = Counter(
+            "scd_store_writer_role_changes",
+            "Changes of this process's writer role, by the role it took (active, standby)",
+            ["agent", "role"],
+            registry=r,
+        )
+
     # ------------------------------------------------------------------ recording helpers
     def package_imported(self, size_bytes: int, created_ms: int, now_ms: int) -> None:
         """One package committed (call once per package of a batch)."""
@@ -244,6 +258,10 @@ class SubscriberMetrics:
 
     def maintenance_failed(self, step: str) -> None:
         self._maintenance_failures.labels(self.agent, step).inc()
+
+    def writer_role_changed(self, active: bool, role: str) -> None:
+        self.writer_role.set(1 if active else 0)
+        self._writer_role_changes.labels(self.agent, role).inc()
 
     def ready(self, reason: str, after_s: float) -> None:
         self._readiness_duration.labels(self.agent, reason).set(after_s)

@@ -21,6 +21,7 @@ from subscriber.commands import ClearRequests
 from subscriber.failures import FailureReporter
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness
+from subscriber.store import WriterDeposed
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,9 @@ class Retries:
             try:
                 attempt()
                 break
+            except WriterDeposed:
+                self._set_attempts(0)  # another process imports it now
+                raise
             except AttemptFailed as exc:
                 cause = exc.cause
             except Exception as exc:

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from blobstore.settings import BlobStoreSettings
@@ -77,6 +77,13 @@ class SubscriberSettings(ScdSettings):
     # fewer of them, but every replacing commit rewrites the whole file holding a row it
     # replaces, and that copy stays on disk for the retention (bench/README.md).
     maintenance_target_file_bytes: int = Field(default=256 * 1024, ge=1024)
+    # One writer per store (subscriber/writer_lease.py, README "One writer per store"): the
+    # writer renews its lease every renew_s; a standby takes over once the lease went
+    # unrenewed for ttl_s (at most ttl_s + 2 * renew_s after the writer died). A shorter ttl
+    # means a faster takeover, and a writer stalled longer than ttl_s - renew_s (a long GC or
+    # I/O pause) steps down.
+    writer_lease_ttl_s: float = Field(default=12.0, gt=0)
+    writer_lease_renew_s: float = Field(default=2.0, gt=0)
     # Readiness (Sling's rules): ready once idle this long, or a package younger than the
     # message age was imported, or a package failed more than ready_max_retries times, or
     # ready_force_s after start at the latest. None turns a rule off.
@@ -112,6 +119,15 @@ class SubscriberSettings(ScdSettings):
         return (
             [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
         )
+
+    @model_validator(mode="after")
+    def _lease_timing(self) -> SubscriberSettings:
+        if self.writer_lease_ttl_s < 3 * self.writer_lease_renew_s:
+            raise ValueError(
+                "writer_lease_ttl_s must be at least 3 * writer_lease_renew_s, so a slow "
+                "renewal does not lose the lease"
+            )
+        return self
 
     @field_validator("verify_keys", mode="before")
     @classmethod

@@ -9,6 +9,11 @@ so retry, skip, clear and failure logic is tested without Spark.
 The contract of ``commit``: a batch's content changes, its processed offset and its statuses
 land together or not at all; after an error the batch may have landed only if the store's
 offset says so (``state.offset`` is then the batch's last offset).
+
+One writer per store (subscriber.writer_lease): a process that took the writer lease with
+epoch N ``claim``s the store with N before it opens it. From then on a write of a process
+with a smaller epoch fails with ``WriterDeposed`` inside the store's own commit, whatever it
+checked before: it neither lands nor overwrites anything.
 """
 
 from __future__ import annotations
@@ -60,11 +65,21 @@ class StepOutcome:
     bytes_reclaimed: int = 0
 
 
+class WriterDeposed(Exception):
+    """The store was claimed by a writer with a later epoch: this process's write did not land
+    and it must stop writing (a retry would be refused too)."""
+
+
 class Store(Protocol):
     location: str
     state: StoreState | None
     # Commits since this process last checkpointed the store (``checkpoint``).
     commits_since_checkpoint: int
+
+    def claim(self, epoch: int, owner: str) -> None:
+        """Make ``epoch`` the store's writer epoch (creating the store if needed): writes of
+        smaller epochs fail from now on, and so do this process's writes once a later epoch
+        claims it. Raises ``WriterDeposed`` when a later epoch already did."""
 
     def open(self) -> StoreState:
         """Create the store if needed and load its state."""

@@ -24,6 +24,7 @@ from subscriber.agent import SubscriberAgent
 from subscriber.delta_store import DeltaStore
 from subscriber.settings import SubscriberSettings
 from subscriber.store import Store
+from subscriber.writer_lease import WriterLease
 from tests.services import KafkaService, S3Service, unique_topics
 
 PUB = "publish"
@@ -226,12 +227,17 @@ class Env:
         agent.open()
         return agent
 
-    def memory_agent(self, store: Store | None = None, **overrides: Any) -> SubscriberAgent:
-        """An opened agent on an in-memory store (``store``: one to reopen)."""
+    def memory_agent(
+        self, store: Store | None = None, lease: WriterLease | None = None, **overrides: Any
+    ) -> SubscriberAgent:
+        """An opened agent on an in-memory store (``store``: one to reopen), with ``lease``
+        as its writer lease if given."""
         from tests.subscriber.memory_store import MemoryStore
 
         settings = subscriber_settings(self.js, self.bs, self.tmp / "store", **overrides)
-        agent = SubscriberAgent(settings, self.journal, store or MemoryStore(), self.blobs)
+        agent = SubscriberAgent(
+            settings, self.journal, store or MemoryStore(), self.blobs, lease=lease
+        )
         agent.open()
         return agent
 

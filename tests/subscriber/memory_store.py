@@ -5,18 +5,23 @@ refuses is refused here too); a commit applies a whole ChangeSet or nothing. ``f
 makes the next commits fail (before or after they landed); ``history`` holds the offsets each
 commit covered, so a package applied twice shows up twice. Opening again reads the state back
 as a restarted process would.
+
+One writer: ``view()`` is the same store as another process sees it (shared content, offset
+and writer epoch, state of its own), so tests run two agents on one store. ``claim`` and the
+refusal of a deposed writer's commits follow the Delta store's contract (``WriterDeposed``).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from journal.wire.package import Node
 from subscriber.changes import ChangeSet, status_name
 from subscriber.rows import BinaryInfo, StoredNode, node_row
-from subscriber.store import FileStats, StepOutcome, StoreState
+from subscriber.store import FileStats, StepOutcome, StoreState, WriterDeposed
+from subscriber.writer_lease import LeaseRecord
 
 
 def stored(node: Node, offset: int, pkg_id: str, pub_agent: str) -> StoredNode:
@@ -24,6 +29,15 @@ def stored(node: Node, offset: int, pkg_id: str, pub_agent: str) -> StoredNode:
     properties = {k: (t, multi, list(v)) for k, (t, multi, v) in row[4].items()}
     binaries = {k: BinaryInfo(*b) for k, b in row[5].items()}
     return StoredNode(node.path, properties, binaries, offset, pkg_id)
+
+
+@dataclass
+class Shared:
+    """What every view of one memory store sees."""
+
+    offset: int | None = None
+    epoch: int = 0  # the writer epoch of the last claim (0: none)
+    claims: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -41,10 +55,34 @@ class MemoryStore:
     maintenance_calls: list[tuple[str, object]] = field(default_factory=list)
     files: int = 0
     recorded_offsets: list[tuple[int, str]] = field(default_factory=list)  # record_offset calls
-    _offset: int | None = None
+    shared: Shared = field(default_factory=Shared)
+    epoch: int | None = None  # this view's claim (None: unguarded)
     _instance: str = field(default_factory=lambda: uuid.uuid4().hex)
     _clears: dict[str, int] = field(default_factory=dict)
     _statuses: list[tuple[int, str, str]] = field(default_factory=list)
+
+    @property
+    def _offset(self) -> int | None:
+        return self.shared.offset
+
+    @_offset.setter
+    def _offset(self, value: int | None) -> None:
+        self.shared.offset = value
+
+    def view(self) -> MemoryStore:
+        """The same store opened by another process."""
+        return replace(self, state=None, epoch=None, commits_since_checkpoint=0)
+
+    def claim(self, epoch: int, owner: str) -> None:
+        if epoch < self.shared.epoch:
+            raise WriterDeposed(f"memory store claimed by epoch {self.shared.epoch} > {epoch}")
+        self.shared.epoch = self.epoch = epoch
+        self.shared.claims.append((epoch, owner))
+
+    def _guard(self) -> None:
+        """Refuse a write of a deposed view, as Delta drops it."""
+        if self.epoch is not None and self.epoch < self.shared.epoch:
+            raise WriterDeposed(f"memory store claimed by epoch {self.shared.epoch}")
 
     def open(self) -> StoreState:
         self.state = StoreState(
@@ -65,6 +103,7 @@ class MemoryStore:
             path: stored(node, *changes.node_offsets[path], last.pub_agent)
             for path, node in changes.upserts.items()
         }  # built first: a refused value fails the commit before anything changed
+        self._guard()
         if self.fail_commits and not self.fail_after_landing:
             self.fail_commits -= 1
             raise RuntimeError("injected commit failure")
@@ -88,11 +127,13 @@ class MemoryStore:
 
     def record_offset(self, offset: int, reason: str) -> None:
         assert self.state is not None
+        self._guard()
         self._offset = self.state.offset = offset
         self.recorded_offsets.append((offset, reason))
 
     def record_clear(self, offset: int, pub_agent: str) -> int:
         assert self.state is not None
+        self._guard()
         if offset > self.state.clear_offset(pub_agent):
             self._clears[pub_agent] = self.state.clear_offsets[pub_agent] = offset
         return self.state.clear_offset(pub_agent)
@@ -100,7 +141,7 @@ class MemoryStore:
     def forget_statuses(self, up_to_offset: int) -> None:
         assert self.state is not None
         self.maintenance_calls.append(("purge", up_to_offset))
-        self._statuses = [s for s in self._statuses if s[0] > up_to_offset]
+        self._statuses[:] = [s for s in self._statuses if s[0] > up_to_offset]
         self.state.pending_statuses = [
             s for s in self.state.pending_statuses if s[0] > up_to_offset
         ]
@@ -136,3 +177,28 @@ class MemoryStore:
 
     def node(self, path: str) -> StoredNode | None:
         return self.tree.get(path)
+
+
+@dataclass
+class MemoryLease:
+    """A writer lease object in memory (subscriber.writer_lease.LeaseObject): a version
+    counter as the token, compare-and-swap as on S3."""
+
+    where: str = "memory-lease"
+    record: LeaseRecord | None = None
+    version: int = 0
+    fail: bool = False  # reads and writes raise (the lease's storage unreachable)
+
+    def read(self) -> tuple[LeaseRecord, str] | None:
+        if self.fail:
+            raise OSError("lease storage unreachable")
+        return None if self.record is None else (self.record, str(self.version))
+
+    def swap(self, record: LeaseRecord, expected: str | None) -> str | None:
+        if self.fail:
+            raise OSError("lease storage unreachable")
+        current = None if self.record is None else str(self.version)
+        if current != expected:
+            return None
+        self.record, self.version = record, self.version + 1
+        return str(self.version)

@@ -185,6 +185,9 @@ def child_env(env: Env, store: Path, *, broken: bool, batch_max: int) -> dict[st
         "RETRY_INITIAL_S": "0.1",
         "RETRY_MAX_S": "1",
         "ANNOUNCE_INTERVAL_S": "2",
+        # A restarted run waits for the killed one's writer lease to expire: keep that short.
+        "WRITER_LEASE_TTL_S": "3",
+        "WRITER_LEASE_RENEW_S": "1",
         "SPARK_JARS": ",".join(services.spark_jars()),
     }
     journal = {

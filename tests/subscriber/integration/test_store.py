@@ -13,7 +13,8 @@ from journal.wire.messages import Status
 from subscriber.changes import new_change_set
 from subscriber.delta_store import CHECKPOINT_INTERVAL, CHECKPOINT_PROPERTY, DeltaStore
 from subscriber.rows import SCHEMA, rows_frame
-from tests.subscriber.harness import last_checkpoint
+from subscriber.store import WriterDeposed
+from tests.subscriber.harness import committed_offsets, last_checkpoint
 from tests.subscriber.packages import add, delete, node
 
 pytestmark = pytest.mark.integration
@@ -234,3 +235,23 @@ def test_new_tables_are_unpartitioned_and_tables_partitioned_by_kind_keep_workin
     reopened = DeltaStore(spark, old)
     assert reopened.open().offset == 3
     assert [(n.path, n.offset) for n in reopened.nodes("/")] == [("/a", 2)]
+
+
+def test_claimed_stores_in_one_session_and_a_deposed_writer(spark: Any, tmp_path: Path) -> None:
+    """Two claimed tables in one Spark session (each at version 0 after its claim) both
+    commit; after a claim with the next epoch, the first store's writes are refused and do
+    not land, while the other table is unaffected."""
+    first, other = DeltaStore(spark, str(tmp_path / "a")), DeltaStore(spark, str(tmp_path / "b"))
+    for store in (first, other):
+        store.claim(1, "writer-1")
+        store.open()
+        store.commit(new_change_set(store.paths, [add(0, "/x", node("/x"))]))
+    DeltaStore(spark, first.location).claim(2, "writer-2")
+    with pytest.raises(WriterDeposed):
+        first.commit(new_change_set(first.paths, [add(1, "/y", node("/y"))]))
+    with pytest.raises(WriterDeposed):
+        first.record_offset(5, "skip")
+    other.commit(new_change_set(other.paths, [add(1, "/y", node("/y"))]))
+    assert committed_offsets(DeltaStore(spark, first.location)) == [0]
+    assert committed_offsets(other) == [0, 1]
+    assert DeltaStore(spark, first.location).open().offset == 0

@@ -47,6 +47,7 @@ def test_health_reports_agent_state(server: HealthServer, agent: FakeAgent) -> N
         "instanceId": "inst-1",
         "processedOffset": None,
         "state": "RUNNING",
+        "role": "active",
     }
     agent.offset = 41
     assert httpx.get(f"{server.url}/health").json()["processedOffset"] == 41
