@@ -36,9 +36,9 @@ from tests import services
 from tests.services import S3Service
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
+from tests.subscriber.integration.test_crash import COMMITTED, Stream, check_store, child_env
 from tests.subscriber.packages import node, package
 from tests.subscriber.reference_model import PackageGenerator
-from tests.subscriber.integration.test_crash import COMMITTED, Stream, check_store, child_env
 
 pytestmark = [
     pytest.mark.integration,
