@@ -343,8 +343,8 @@ class DeltaStore:
         self.commits_since_checkpoint += 1
         return outcome
 
-    def vacuum(self, retention_s: float, *, full: bool) -> StepOutcome:
-        outcome = delta_maintenance.vacuum(self.spark, self.location, retention_s, full=full)
+    def vacuum(self, *, full: bool) -> StepOutcome:
+        outcome = delta_maintenance.vacuum(self.spark, self.location, full=full)
         self.commits_since_checkpoint += 2  # VACUUM START and END
         return outcome
 

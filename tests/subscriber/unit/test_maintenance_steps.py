@@ -65,15 +65,19 @@ def test_each_call_runs_the_first_due_step_only() -> None:
     report = maintenance.reports[-1]
     assert (report.files_before, report.files_after) == (5, 1)
 
-    clock.offset += 61  # the interval passed: VACUUM (in its thread), then nothing
-    assert maintenance.step() is None
-    maintenance.wait(5)
-    assert calls(store)[-1] == "vacuum"
-    assert store.maintenance_calls[-1] == ("vacuum", (policy.retention_s, True))  # first: full
+    # The interval passed: the retention again (VACUUM deletes by it), VACUUM (in its
+    # thread), then nothing.
     clock.offset += 61
-    maintenance.step()
+    assert [maintenance.step() is None for _ in range(2)] == [False, True]
     maintenance.wait(5)
-    assert store.maintenance_calls[-1] == ("vacuum", (policy.retention_s, False))  # then LITE
+    assert calls(store)[-2:] == ["retention", "vacuum"]
+    assert store.maintenance_calls[-1] == ("vacuum", (True,))  # first: full
+    assert maintenance.step() is None
+    clock.offset += 61
+    assert [maintenance.step() is None for _ in range(2)] == [False, True]
+    maintenance.wait(5)
+    assert calls(store)[-2:] == ["retention", "vacuum"]
+    assert store.maintenance_calls[-1] == ("vacuum", (False,))  # then LITE
 
 
 def test_maintenance_off_only_purges_and_checkpoints() -> None:
@@ -102,9 +106,9 @@ class SlowSteps(MemoryStore):
             self.arrives()
         return super().compact(target_file_bytes)
 
-    def vacuum(self, retention_s: float, *, full: bool) -> StepOutcome:
+    def vacuum(self, *, full: bool) -> StepOutcome:
         assert self.release.wait(30)
-        return super().vacuum(retention_s, full=full)
+        return super().vacuum(full=full)
 
 
 def test_a_package_arriving_during_maintenance_waits_for_one_step(local_env: Env) -> None:
