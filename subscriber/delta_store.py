@@ -68,7 +68,7 @@ STORE_SESSION_CONF = {
     "spark.databricks.delta.replaceWhere.dataColumns.metrics.enabled": "false",
     # Delta copies the list of every active file into each commit's checksum file while the
     # table has few files, which is what a compacted store has: 20-40 KB of log per commit
-    # instead of 2 KB (bench/README.md, subscriber_longrun).
+    # instead of 2 KB.
     "spark.databricks.delta.allFilesInCrc.enabled": "false",
 }
 
