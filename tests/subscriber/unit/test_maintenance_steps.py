@@ -184,3 +184,35 @@ def test_a_failing_step_is_logged_counted_and_does_not_stop_imports(
     assert agent.run_once() == 1
     assert agent.processed_offset == offset
     agent.stop()
+
+
+@dataclass
+class FailingRetention(MemoryStore):
+    fail: bool = True
+
+    def set_retention(self, retention_s: float, log_retention_s: float) -> bool:
+        if self.fail:
+            raise RuntimeError("table properties cannot be read")
+        return super().set_retention(retention_s, log_retention_s)
+
+
+def test_no_vacuum_by_a_retention_not_checked() -> None:
+    """VACUUM deletes by the table's retention: it runs only right after the retention step
+    confirmed (or set) the subscriber's, and a failing retention step postpones it."""
+    store = FailingRetention()
+    store.open()
+    clock = Clock()
+    maintenance = Maintenance("sub", store, MaintenancePolicy(interval_s=60), clock=clock)
+    with pytest.raises(RuntimeError):
+        maintenance.step()  # the retention at start
+    clock.offset += 61
+    with pytest.raises(RuntimeError):
+        maintenance.step()  # again before the VACUUM that is due
+    assert maintenance.step() is None  # no VACUUM: postponed by an interval
+    assert not maintenance.busy
+    assert calls(store) == []
+    store.fail = False
+    clock.offset += 61
+    assert [maintenance.step() is None for _ in range(2)] == [False, True]
+    maintenance.wait(5)
+    assert calls(store) == ["retention", "vacuum"]
