@@ -1,27 +1,27 @@
 """Long run of a caught-up subscriber: one package at a time, thousands of commits, with store
-maintenance on and off side by side (issue 14 part 2), plus deletion vectors for replacing
-commits.
+maintenance on and off side by side, plus deletion vectors for replacing commits.
 
-Two subscriber agents (default settings, except maintenance and the retention) follow two
-package topics of one embedded SQLite journal and write two Delta tables through one
-SparkSession. Every package of the stream (~4 KB pages, 80% new pages and 20% edits of
-existing ones) is sent to both topics; each agent imports it (``run_once``: one commit), then
-polls once more and finds nothing, which is its idle time: one maintenance step, if one is
-due. The order of the two alternates from package to package. Every ``--report-every``
-commits, per variant: p50/p95 commit time of that window, active files and their bytes (live
-data), files and bytes on disk (table directory, log included), the time of a full listing
-(``scd content ls /``, in this process) and the maintenance steps run. At the end both tables
-must hold the same nodes as the stream's expected state (checksum).
+Two subscriber agents (default settings, except maintenance, its retention and interval) follow
+one package topic of an embedded SQLite journal, as two subscribers of one publisher, and write
+two Delta tables through one SparkSession. Every package of the stream (~4 KB pages, 80% new
+pages and 20% edits of existing ones) is sent once; each agent imports it (``run_once``: one
+commit), then polls once more and finds nothing, which is its idle time: one maintenance step,
+if one is due. The order of the two alternates from package to package. Every
+``--report-every`` commits, per variant: p50/p95 commit time of that window, active files and
+their bytes (live data), files and bytes on disk (table directory, log included), the time of a
+full listing (``scd content ls /``, in this process) and the maintenance steps run (the agent's
+metrics). At the end both tables must hold the same nodes as the stream's expected state
+(checksum).
 
-``--retention-hours`` (default 1, the shortest VACUUM honours) stands in for the 7-day default
-so the window passes during the run (after an hour); ``--interval-s`` is the maintenance
-interval (time triggers, VACUUM).
+``--retention-minutes`` (default 3) stands in for the 7-day retention of removed files and the
+24-hour log retention, so the window passes many times during the run; ``--interval-s`` is the
+maintenance interval (VACUUM, time triggers).
 
 Deletion vectors (``--dv-commits``): whether the store's replacing commits can use them, and
 what they would change, measured on a copy of the store's schema whose ``path`` column is
-renamed (see bench/README.md).
+renamed (bench/subscriber_longrun_dv.py, bench/README.md).
 
-    .venv/bin/python bench/subscriber_longrun.py --commits 500            # ~20 minutes
+    .venv/bin/python bench/subscriber_longrun.py --commits 400 --report-every 100  # ~7 minutes
     nohup .venv/bin/python bench/subscriber_longrun.py > longrun.json 2> longrun.log &
 
 One JSON document goes to stdout, progress to stderr.
@@ -39,8 +39,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,37 +64,74 @@ DEFAULT_COMMITS = 5000
 DEFAULT_REPORT_EVERY = 500
 PACKAGE_BYTES = 4096
 MIX = "pages-and-edits"
-# The shortest retention VACUUM honours (it rounds to whole hours), for files and log alike.
-DEFAULT_RETENTION_HOURS = 1
+VARIANTS = ("on", "off")
+# Retention of removed files and of the log: short enough to pass many times within the run
+# (the product's default is 7 days and 24 hours).
+DEFAULT_RETENTION_MINUTES = 3.0
 DEFAULT_INTERVAL_S = 60.0
 # The idle poll after each import: long enough for the prefetch to come back empty.
 POLL_TIMEOUT_S = 0.05
+STEPS = ("purge", "checkpoint", "retention", "compact", "vacuum")
 
 
 def log(message: str) -> None:
     print(f"[subscriber_longrun] {message}", file=sys.stderr, flush=True)
 
 
+class TimedStore(DeltaStore):
+    """The store, timing each import's commit."""
+
+    def __init__(self, spark: Any, location: str) -> None:
+        super().__init__(spark, location)
+        self.commit_s: list[float] = []
+
+    def commit(self, changes: ChangeSet) -> None:
+        started = time.perf_counter()
+        super().commit(changes)
+        self.commit_s.append(time.perf_counter() - started)
+
+
 @dataclass
 class Variant:
     name: str
     agent: SubscriberAgent
-    store: DeltaStore
-    topic: str
-    commit_s: list[float] = field(default_factory=list)
-    kinds: list[str] = field(default_factory=list)
+    store: TimedStore
+    kinds: list[str] = field(default_factory=list)  # of each commit
     windows: list[dict[str, Any]] = field(default_factory=list)
-    reports_seen: int = 0
+    counted: dict[str, float] = field(default_factory=dict)  # maintenance counters so far
 
-    def wrap_commit(self) -> None:
-        original: Callable[[ChangeSet], None] = self.store.commit
-
-        def commit(changes: ChangeSet) -> None:
-            started = time.perf_counter()
-            original(changes)
-            self.commit_s.append(time.perf_counter() - started)
-
-        setattr(self.store, "commit", commit)  # noqa: B010 -- instance attribute, bench only
+    def maintenance_since_last_window(self) -> dict[str, Any]:
+        """Steps run, their total seconds and the bytes VACUUM reclaimed since the last
+        window (the agent's metrics)."""
+        registry = self.agent.metrics.registry
+        agent = {"agent": self.agent.settings.agent_name}
+        now: dict[str, float] = {}
+        for step in STEPS:
+            labels = {**agent, "step": step}
+            now[f"{step}.runs"] = (
+                registry.get_sample_value("scd_store_maintenance_runs_total", labels) or 0.0
+            )
+            now[f"{step}.seconds"] = (
+                registry.get_sample_value("scd_store_maintenance_seconds_sum", labels) or 0.0
+            )
+            now[f"{step}.failures"] = (
+                registry.get_sample_value("scd_store_maintenance_failures_total", labels) or 0.0
+            )
+        now["bytes_reclaimed"] = (
+            registry.get_sample_value("scd_store_bytes_reclaimed_total", agent) or 0.0
+        )
+        delta = {key: value - self.counted.get(key, 0.0) for key, value in now.items()}
+        self.counted = now
+        steps = {
+            step: {
+                "runs": int(delta[f"{step}.runs"]),
+                "seconds": round(delta[f"{step}.seconds"], 1),
+                "failures": int(delta[f"{step}.failures"]),
+            }
+            for step in STEPS
+            if delta[f"{step}.runs"] or delta[f"{step}.failures"]
+        }
+        return {"steps": steps, "bytes_reclaimed": int(delta["bytes_reclaimed"])}
 
 
 def disk_usage(location: str) -> dict[str, int]:
@@ -120,7 +155,7 @@ def make_variant(
     work: Path,
     args: argparse.Namespace,
 ) -> Variant:
-    maintained = name != "off"
+    retention_hours = args.retention_minutes / 60
     settings = SubscriberSettings(
         agent_name=f"longrun-{name}",
         pub_agents=[workload.PUB_AGENT],
@@ -130,15 +165,14 @@ def make_variant(
         poll_timeout_s=POLL_TIMEOUT_S,
         spark_master=SPARK_MASTER,
         journal=journal_settings,
-        maintenance_enabled=maintained,
-        maintenance_retention_hours=args.retention_hours,
-        maintenance_log_retention_hours=args.retention_hours,
+        maintenance_enabled=name == "on",
+        maintenance_retention_hours=retention_hours,
+        maintenance_log_retention_hours=retention_hours,
         maintenance_interval_s=args.interval_s,
         maintenance_target_file_bytes=args.target_file_bytes,
     )
-    store = DeltaStore(spark, settings.store_path)
-    agent = SubscriberAgent(settings, journal, store)
-    return Variant(name, agent, store, journal_settings.topics.package)
+    store = TimedStore(spark, settings.store_path)
+    return Variant(name, SubscriberAgent(settings, journal, store), store)
 
 
 def import_one(variant: Variant, offset: int) -> None:
@@ -153,27 +187,18 @@ def import_one(variant: Variant, offset: int) -> None:
 
 
 def window(variant: Variant, spark: Any, started: int, elapsed_s: float) -> dict[str, Any]:
-    commits = variant.commit_s[started:]
+    commits = variant.store.commit_s[started:]
     kinds = variant.kinds[started:]
     stats = variant.store.file_stats()
-    maintenance = variant.agent.bookkeeping.maintenance
-    reports = list(maintenance.reports)[variant.reports_seen :]  # unbounded: see longrun()
-    variant.reports_seen = len(maintenance.reports)
     listed = time.perf_counter()
-    entries = list_tree(DeltaStore(spark, variant.store.location), "/")
+    entries = list_tree(DeltaStore(spark, variant.store.location), "/")  # scd content ls /
     ls_s = time.perf_counter() - listed
     disk = disk_usage(variant.store.location)
-    steps: dict[str, dict[str, Any]] = {}
-    for report in reports:
-        entry = steps.setdefault(report.step, {"runs": 0, "max_s": 0.0, "bytes_reclaimed": 0})
-        entry["runs"] += 1
-        entry["max_s"] = max(entry["max_s"], report.seconds)
-        entry["bytes_reclaimed"] += report.bytes_reclaimed
     by_kind: dict[str, list[float]] = {}
     for seconds, kind in zip(commits, kinds, strict=True):
         by_kind.setdefault(kind, []).append(seconds)
     return {
-        "commits": len(variant.commit_s),
+        "commits": len(variant.store.commit_s),
         "elapsed_s": round(elapsed_s, 1),
         "commit_p50_s": round(statistics.median(commits), 3),
         "commit_p95_s": round(percentile(commits, 95), 3),
@@ -184,59 +209,55 @@ def window(variant: Variant, spark: Any, started: int, elapsed_s: float) -> dict
         "disk_to_live": round(disk["bytes"] / max(1, stats.bytes), 2),
         "ls_s": round(ls_s, 3),
         "ls_entries": len(entries),
-        "maintenance_steps": steps,
+        "maintenance": variant.maintenance_since_last_window(),
     }
 
 
 def longrun(spark: Any, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Both agents follow one package topic, as two subscribers of one publisher do."""
     stream = workload.build(args.commits, MIX, seed=args.seed, size=PACKAGE_BYTES)
-    names = ["on", "off"]
     prefix = f"longrun-{uuid.uuid4().hex[:8]}"
-    settings = {
-        name: JournalSettings(
-            backend="sqlite",
-            sqlite_path=work / "journal.db",
-            topics=TopicSettings(
-                package=f"{prefix}-{name}.package",
-                status=f"{prefix}-{name}.status",
-                discovery=f"{prefix}-{name}.discovery",
-                command=f"{prefix}-{name}.command",
-                event=f"{prefix}-{name}.event",
-            ),
-        )
-        for name in names
-    }
-    with open_journal(settings["on"]) as journal:
-        for js in settings.values():
-            journal.create_topics(topic_specs(js))
-        variants = [make_variant(n, spark, journal, settings[n], work, args) for n in names]
+    journal_settings = JournalSettings(
+        backend="sqlite",
+        sqlite_path=work / "journal.db",
+        topics=TopicSettings(
+            package=f"{prefix}.package",
+            status=f"{prefix}.status",
+            discovery=f"{prefix}.discovery",
+            command=f"{prefix}.command",
+            event=f"{prefix}.event",
+        ),
+    )
+    with open_journal(journal_settings) as journal:
+        journal.create_topics(topic_specs(journal_settings))
+        variants = [make_variant(n, spark, journal, journal_settings, work, args) for n in VARIANTS]
         for v in variants:
-            v.wrap_commit()
-            v.agent.bookkeeping.maintenance.reports = deque()  # every run, not the last 100
             v.agent.open()
         started = time.perf_counter()
         offsets: list[int] = []
         window_start = 0
         for i, planned in enumerate(stream.packages):
             value, headers = workload.package_message(planned)
-            order = variants if i % 2 == 0 else variants[::-1]
-            for v in order:
-                offset = journal.send(v.topic, value, headers=headers)
-                if v is order[0]:
-                    offsets.append(offset)
+            offset = journal.send(journal_settings.topics.package, value, headers=headers)
+            offsets.append(offset)
+            for v in variants if i % 2 == 0 else variants[::-1]:
                 import_one(v, offset)
-                v.kinds.extend([planned.kind] * (len(v.commit_s) - len(v.kinds)))
-            done = i + 1
-            if done % args.report_every == 0 or done == len(stream.packages):
-                elapsed = time.perf_counter() - started
+                v.kinds.append(planned.kind)
+            done, elapsed = i + 1, time.perf_counter() - started
+            late = args.max_minutes is not None and elapsed > args.max_minutes * 60
+            if done % args.report_every == 0 or done == len(stream.packages) or late:
                 for v in variants:
                     v.windows.append(window(v, spark, window_start, elapsed))
-                window_start = len(variants[0].commit_s)
+                window_start = done
                 log(f"{done} packages: " + json.dumps({v.name: v.windows[-1] for v in variants}))
+            if late:
+                log(f"stopped after {done} packages: --max-minutes {args.max_minutes}")
+                break
         for v in variants:
             v.agent.stop()
-        expected = workload.expected_digest(workload.expected_state(stream, offsets))
-        result: dict[str, Any] = {"packages": len(stream.packages), "counts": stream.counts()}
+        fed = workload.Workload(stream.packages[: len(offsets)])
+        expected = workload.expected_digest(workload.expected_state(fed, offsets))
+        result: dict[str, Any] = {"packages": len(offsets), "counts": fed.counts()}
         for v in variants:
             digest = workload.table_digest(
                 spark, v.store.location, node_filter=f"kind = '{KIND_NODE}'"
@@ -255,13 +276,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commits", type=int, default=DEFAULT_COMMITS)
     parser.add_argument("--report-every", type=int, default=DEFAULT_REPORT_EVERY)
-    parser.add_argument("--retention-hours", type=int, default=DEFAULT_RETENTION_HOURS)
+    parser.add_argument("--retention-minutes", type=float, default=DEFAULT_RETENTION_MINUTES)
     parser.add_argument("--interval-s", type=float, default=DEFAULT_INTERVAL_S)
     parser.add_argument(
         "--target-file-bytes",
         type=int,
         default=SubscriberSettings().maintenance_target_file_bytes,
         help="compaction target of the maintained variant",
+    )
+    parser.add_argument(
+        "--max-minutes",
+        type=float,
+        help="stop feeding after this long (a loaded machine), with a last report: the result "
+        "says how many packages were fed",
     )
     parser.add_argument("--dv-commits", type=int, default=dv.DEFAULT_COMMITS)
     parser.add_argument("--skip-longrun", action="store_true")
@@ -296,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         "commits": args.commits,
         "package_bytes": PACKAGE_BYTES,
         "mix": workload.MIXES[MIX],
-        "retention_hours": args.retention_hours,
+        "retention_minutes": args.retention_minutes,
         "interval_s": args.interval_s,
         "target_file_bytes": args.target_file_bytes,
         "defaults": {

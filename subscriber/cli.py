@@ -165,9 +165,10 @@ def register(sub: Any) -> None:
     maintain.add_argument("--store", default=argparse.SUPPRESS, help="content store path")
     maintain.add_argument(
         "--retention-hours",
-        type=int,
-        help="delete files removed longer ago than this (default: SCD_SUBSCRIBER_MAINTENANCE_"
-        "RETENTION_HOURS); 0 deletes every file the current version does not read: only with "
+        type=float,
+        help="set the store's retention of removed files to this (a table property; default: "
+        "SCD_SUBSCRIBER_MAINTENANCE_RETENTION_HOURS; fractions work) and delete the files "
+        "removed longer ago; 0 deletes every file the current version does not read: only with "
         "no subscriber running on the store and no reader or copy in progress",
     )
     maintain.add_argument("--json", action="store_true", help="JSON output")

@@ -10,7 +10,6 @@ touching exactly-once.
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 from subscriber.store import FileStats, StepOutcome
@@ -19,11 +18,6 @@ log = logging.getLogger(__name__)
 
 LOG_RETENTION = "delta.logRetentionDuration"
 FILE_RETENTION = "delta.deletedFileRetentionDuration"
-# Delta refuses a VACUUM retention below 7 days unless this check is off. The store turns it
-# off on its own session only when its configured retention is shorter: it is the only
-# writer, and no commit of it runs longer than a retention of minutes.
-RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
-DELTA_DEFAULT_RETENTION_S = 7 * 24 * 3600.0
 # OPTIMIZE compacts files below minFileSize into files of up to maxFileSize (both 1 GiB by
 # default: every small file would join one ever-growing file, rewritten by every run and by
 # every replacing commit touching one of its rows). Files from half the target size up are left
@@ -80,27 +74,25 @@ def compact(spark: Any, location: str, target_file_bytes: int) -> StepOutcome:
     return StepOutcome(before, after)
 
 
-def vacuum(spark: Any, location: str, retention_s: float, *, full: bool) -> StepOutcome:
-    """VACUUM with the retention, rounded up to whole hours (Delta rounds it to the nearest
-    hour: 20 minutes would become 0, deleting the files of a commit in progress). LITE (the
-    log says which files were removed) unless ``full`` (lists the directory: also finds files
-    of commits that never landed); a LITE run the log cannot serve runs FULL."""
+def vacuum(spark: Any, location: str, *, full: bool) -> StepOutcome:
+    """VACUUM with the table's retention (``set_retention``). No RETAIN clause: Delta rounds
+    one to whole hours (and refuses less than 7 days unless a session check is off), while the
+    table property is honoured to the second, so a retention of minutes works as set.
+    LITE (the log says which files were removed) unless ``full`` (lists the directory: also
+    finds files of commits that never landed); a LITE run the log cannot serve runs FULL."""
     from delta.tables import DeltaTable
 
     files = file_stats(spark, location).files
-    if retention_s < DELTA_DEFAULT_RETENTION_S:
-        spark.conf.set(RETENTION_CHECK, "false")
     spark.conf.set(LISTING_PARALLELISM, spark.conf.get("spark.sql.shuffle.partitions"))
-    hours = math.ceil(retention_s / 3600)
     table = DeltaTable.forPath(spark, location)
     last = _last_version(table)
     try:
-        spark.sql(f"VACUUM {quoted(location)} {'' if full else 'LITE'} RETAIN {hours} HOURS")
+        spark.sql(f"VACUUM {quoted(location)} {'' if full else 'LITE'}")
     except Exception:
         if full:
             raise
         log.info("VACUUM LITE of %s cannot run; running a full one", location, exc_info=True)
-        spark.sql(f"VACUUM {quoted(location)} RETAIN {hours} HOURS")
+        spark.sql(f"VACUUM {quoted(location)}")
     deleted, reclaimed = 0, 0
     for row in table.history().where(f"version > {last}").collect():
         if row["operation"] == "VACUUM START":
@@ -116,12 +108,12 @@ def _last_version(table: Any) -> int:
 
 
 def retention_interval(retention_s: float) -> str:
-    return f"interval {max(1, round(retention_s))} seconds"
+    return f"interval {max(0, round(retention_s))} seconds"
 
 
 def set_retention(spark: Any, location: str, retention_s: float, log_retention_s: float) -> bool:
     """Make the table keep removed files ``retention_s`` (what VACUUM and the tombstones in
-    checkpoints go by) and its log ``log_retention_s``."""
+    checkpoints go by) and its log ``log_retention_s``; True when that changed them."""
     from delta.tables import DeltaTable
 
     detail = DeltaTable.forPath(spark, location).detail().first()
@@ -139,7 +131,7 @@ def set_retention(spark: Any, location: str, retention_s: float, log_retention_s
 
 
 def clean_log(spark: Any, location: str) -> None:
-    """Delete log entries older than the table's log retention, rounded down to the hour.
+    """Delete log entries older than the table's log retention, rounded down to the minute.
     Delta's own cleanup (when it writes a checkpoint) rounds down to the day: it keeps up to a
     day of commits more, which for a subscriber committing every package is most of the log.
     There is no public API for this: it calls delta-spark 4.0's DeltaLog through the JVM."""
@@ -147,7 +139,7 @@ def clean_log(spark: Any, location: str) -> None:
     delta = jvm.org.apache.spark.sql.delta
     try:
         delta_log = delta.DeltaLog.forTable(spark._jsparkSession, location)
-        hour = delta.TruncationGranularity.HOUR()
-        delta_log.cleanUpExpiredLogs(snapshot(spark, location), jvm.scala.Option.empty(), hour)
+        minute = delta.TruncationGranularity.MINUTE()
+        delta_log.cleanUpExpiredLogs(snapshot(spark, location), jvm.scala.Option.empty(), minute)
     except Exception:  # another Delta version: its own daily cleanup still runs
-        log.warning("hourly log cleanup of %s failed", location, exc_info=True)
+        log.warning("log cleanup of %s failed", location, exc_info=True)

@@ -78,7 +78,7 @@ STORE_SESSION_CONF = {
     "spark.databricks.delta.replaceWhere.dataColumns.metrics.enabled": "false",
     # Delta copies the list of every active file into each commit's checksum file while the
     # table has few files, which is what a compacted store has: 20-40 KB of log per commit
-    # instead of 2 KB (bench/README.md, subscriber_longrun).
+    # instead of 2 KB.
     "spark.databricks.delta.allFilesInCrc.enabled": "false",
 }
 
@@ -428,8 +428,8 @@ class DeltaStore:
         self.commits_since_checkpoint += 1
         return outcome
 
-    def vacuum(self, retention_s: float, *, full: bool) -> StepOutcome:
-        outcome = delta_maintenance.vacuum(self.spark, self.location, retention_s, full=full)
+    def vacuum(self, *, full: bool) -> StepOutcome:
+        outcome = delta_maintenance.vacuum(self.spark, self.location, full=full)
         self.commits_since_checkpoint += 2  # VACUUM START and END
         return outcome
 

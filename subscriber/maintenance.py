@@ -9,7 +9,8 @@ one step at most, never for a whole maintenance run. Steps, in the order they ar
 * ``checkpoint``: a Delta checkpoint once enough commits were made; Delta also deletes log
   entries older than the retention when it writes one;
 * ``retention``: the table keeps its log and removed files for the retention (table
-  properties, set once per process when they differ);
+  properties, which VACUUM and the log cleanup go by; checked at start and before each
+  VACUUM, set when they differ);
 * ``compact``: OPTIMIZE once ``compact_min_files`` files are below half ``target_file_bytes``
   (considered after each purge, and after ``interval_s`` for any two small files left);
 * ``vacuum``: VACUUM with the retention every ``interval_s``. It is the one step longer than a
@@ -61,7 +62,7 @@ class MaintenancePolicy:
     log_retention_s: float = 24 * 3600.0
     interval_s: float = 3600.0
     compact_min_files: int = 20
-    target_file_bytes: int = 256 * 1024
+    target_file_bytes: int = 128 * 1024
     purge_every_commits: int = 100
     checkpoint_every_commits: int = IDLE_CHECKPOINT_COMMITS
 
@@ -112,7 +113,8 @@ class Maintenance:
         self._since_purge = 0
         started = clock()
         self._last = {PURGE: started, COMPACT: started, VACUUM: started}
-        self._retention_due: float | None = started  # None: set in this process
+        self._retention_checked = False  # in this process
+        self._retention_fresh = False  # checked since the last VACUUM started
         self._compact_check = False  # a purge ran: see whether compaction is due
         self._commits_at_compact = 0
         self._vacuum: threading.Thread | None = None
@@ -149,12 +151,12 @@ class Maintenance:
             return self._run(CHECKPOINT, self._checkpoint)
         if not policy.enabled:
             return None
-        if self._retention_due is not None and now >= self._retention_due:
-            self._retention_due = now + policy.interval_s  # a failure: tried again then
-            return self._run(RETENTION, self._set_retention)
+        vacuum_due = now - self._last[VACUUM] >= policy.interval_s
+        if not self._retention_checked or (vacuum_due and not self._retention_fresh):
+            return self._check_retention(now, before_vacuum=vacuum_due)
         if self._compact_due(now):
             return self._run(COMPACT, lambda: self.store.compact(policy.target_file_bytes))
-        if now - self._last[VACUUM] >= policy.interval_s:
+        if vacuum_due:
             self._start_vacuum()
         return None
 
@@ -166,7 +168,7 @@ class Maintenance:
             self._run(COMPACT, lambda: self.store.compact(policy.target_file_bytes)),
             self._run(RETENTION, self._set_retention),
             self._run(CHECKPOINT, self._checkpoint),
-            self._run(VACUUM, lambda: self.store.vacuum(policy.retention_s, full=True)),
+            self._run(VACUUM, lambda: self.store.vacuum(full=True)),
         ]
         return reports
 
@@ -206,17 +208,28 @@ class Maintenance:
     def _checkpoint(self) -> None:
         self.store.checkpoint()
 
+    def _check_retention(self, now: float, *, before_vacuum: bool) -> StepReport:
+        """The retention step, at start and before each VACUUM (which deletes by the table's
+        retention: someone may have changed it, ``scd content maintain --retention-hours``)."""
+        self._retention_checked, self._retention_fresh = True, before_vacuum
+        try:
+            return self._run(RETENTION, self._set_retention)
+        except Exception:
+            self._retention_fresh = False
+            self._last[VACUUM] = now  # no VACUUM by a retention not checked: both again later
+            raise
+
     def _set_retention(self) -> None:
         self.store.set_retention(self.policy.retention_s, self.policy.log_retention_s)
-        self._retention_due = None
 
     def _start_vacuum(self) -> None:
         full, self._vacuumed = not self._vacuumed, True  # the first one also finds orphans
+        self._retention_fresh = False
         self._last[VACUUM] = self.clock()
 
         def vacuum() -> None:
             try:
-                self._run(VACUUM, lambda: self.store.vacuum(self.policy.retention_s, full=full))
+                self._run(VACUUM, lambda: self.store.vacuum(full=full))
             except Exception:
                 log.warning("%s: store VACUUM failed; trying again later", self.name, exc_info=True)
 

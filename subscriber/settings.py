@@ -66,17 +66,17 @@ class SubscriberSettings(ScdSettings):
     # Store maintenance in idle time (subscriber/maintenance.py, README "Store maintenance"):
     # compaction, VACUUM of files removed longer ago than the retention (what a reader or a
     # copy of the store in progress may still need), deletion of log entries older than the
-    # log retention (how far back time travel reaches). Whole hours: VACUUM rounds its
-    # retention to the hour, and at 0 it would delete the files of the import it runs beside.
+    # log retention (how far back time travel reaches). Fractions of an hour work (0.1: six
+    # minutes); at 0 VACUUM would delete the files of the import it runs beside.
     maintenance_enabled: bool = True
-    maintenance_retention_hours: int = Field(default=168, ge=1)
-    maintenance_log_retention_hours: int = Field(default=24, ge=1)
+    maintenance_retention_hours: float = Field(default=168.0, gt=0)
+    maintenance_log_retention_hours: float = Field(default=24.0, gt=0)
     maintenance_interval_s: float = Field(default=3600.0, gt=0)
     maintenance_compact_min_files: int = Field(default=20, ge=2)
     # Compaction merges files below half this size into files of up to it. Larger files mean
     # fewer of them, but every replacing commit rewrites the whole file holding a row it
     # replaces, and that copy stays on disk for the retention (bench/README.md).
-    maintenance_target_file_bytes: int = Field(default=256 * 1024, ge=1024)
+    maintenance_target_file_bytes: int = Field(default=128 * 1024, ge=1024)
     # One writer per store (subscriber/writer_lease.py, README "One writer per store"): the
     # writer renews its lease every renew_s; a standby takes over once the lease went
     # unrenewed for ttl_s (at most ttl_s + 2 * renew_s after the writer died). A shorter ttl

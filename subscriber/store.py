@@ -110,9 +110,10 @@ class Store(Protocol):
     def compact(self, target_file_bytes: int) -> StepOutcome:
         """Merge files below ``target_file_bytes`` into files of up to that size."""
 
-    def vacuum(self, retention_s: float, *, full: bool) -> StepOutcome:
-        """Delete files no version younger than ``retention_s`` reads (``full``: also files
-        no version ever read, such as those of a commit that crashed)."""
+    def vacuum(self, *, full: bool) -> StepOutcome:
+        """Delete files no version younger than the store's retention (``set_retention``)
+        reads (``full``: also files no version ever read, such as those of a commit that
+        crashed)."""
 
     def set_retention(self, retention_s: float, log_retention_s: float) -> bool:
         """Keep removed files ``retention_s`` and the log ``log_retention_s``; True when that

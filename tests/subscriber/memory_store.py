@@ -159,8 +159,8 @@ class MemoryStore:
         before, self.files = self.files, min(self.files, 1)
         return StepOutcome(before, self.files)
 
-    def vacuum(self, retention_s: float, *, full: bool) -> StepOutcome:
-        self.maintenance_calls.append(("vacuum", (retention_s, full)))
+    def vacuum(self, *, full: bool) -> StepOutcome:
+        self.maintenance_calls.append(("vacuum", (full,)))
         return StepOutcome(self.files, self.files)
 
     def set_retention(self, retention_s: float, log_retention_s: float) -> bool:

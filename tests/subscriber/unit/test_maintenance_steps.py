@@ -65,15 +65,19 @@ def test_each_call_runs_the_first_due_step_only() -> None:
     report = maintenance.reports[-1]
     assert (report.files_before, report.files_after) == (5, 1)
 
-    clock.offset += 61  # the interval passed: VACUUM (in its thread), then nothing
-    assert maintenance.step() is None
-    maintenance.wait(5)
-    assert calls(store)[-1] == "vacuum"
-    assert store.maintenance_calls[-1] == ("vacuum", (policy.retention_s, True))  # first: full
+    # The interval passed: the retention again (VACUUM deletes by it), VACUUM (in its
+    # thread), then nothing.
     clock.offset += 61
-    maintenance.step()
+    assert [maintenance.step() is None for _ in range(2)] == [False, True]
     maintenance.wait(5)
-    assert store.maintenance_calls[-1] == ("vacuum", (policy.retention_s, False))  # then LITE
+    assert calls(store)[-2:] == ["retention", "vacuum"]
+    assert store.maintenance_calls[-1] == ("vacuum", (True,))  # first: full
+    assert maintenance.step() is None
+    clock.offset += 61
+    assert [maintenance.step() is None for _ in range(2)] == [False, True]
+    maintenance.wait(5)
+    assert calls(store)[-2:] == ["retention", "vacuum"]
+    assert store.maintenance_calls[-1] == ("vacuum", (False,))  # then LITE
 
 
 def test_maintenance_off_only_purges_and_checkpoints() -> None:
@@ -102,9 +106,9 @@ class SlowSteps(MemoryStore):
             self.arrives()
         return super().compact(target_file_bytes)
 
-    def vacuum(self, retention_s: float, *, full: bool) -> StepOutcome:
+    def vacuum(self, *, full: bool) -> StepOutcome:
         assert self.release.wait(30)
-        return super().vacuum(retention_s, full=full)
+        return super().vacuum(full=full)
 
 
 def test_a_package_arriving_during_maintenance_waits_for_one_step(local_env: Env) -> None:
@@ -180,3 +184,35 @@ def test_a_failing_step_is_logged_counted_and_does_not_stop_imports(
     assert agent.run_once() == 1
     assert agent.processed_offset == offset
     agent.stop()
+
+
+@dataclass
+class FailingRetention(MemoryStore):
+    fail: bool = True
+
+    def set_retention(self, retention_s: float, log_retention_s: float) -> bool:
+        if self.fail:
+            raise RuntimeError("table properties cannot be read")
+        return super().set_retention(retention_s, log_retention_s)
+
+
+def test_no_vacuum_by_a_retention_not_checked() -> None:
+    """VACUUM deletes by the table's retention: it runs only right after the retention step
+    confirmed (or set) the subscriber's, and a failing retention step postpones it."""
+    store = FailingRetention()
+    store.open()
+    clock = Clock()
+    maintenance = Maintenance("sub", store, MaintenancePolicy(interval_s=60), clock=clock)
+    with pytest.raises(RuntimeError):
+        maintenance.step()  # the retention at start
+    clock.offset += 61
+    with pytest.raises(RuntimeError):
+        maintenance.step()  # again before the VACUUM that is due
+    assert maintenance.step() is None  # no VACUUM: postponed by an interval
+    assert not maintenance.busy
+    assert calls(store) == []
+    store.fail = False
+    clock.offset += 61
+    assert [maintenance.step() is None for _ in range(2)] == [False, True]
+    maintenance.wait(5)
+    assert calls(store) == ["retention", "vacuum"]
