@@ -90,7 +90,7 @@ def run(spark: Any, work: Path, rounds: int) -> dict[str, Any]:
     stores = {name: DeltaStore(spark, str(work / name)) for name in VARIANTS}
     stores["guarded"].claim(1, "bench")
     stores["guarded_cold"].claim(1, "bench")
-    stores["guarded_cold"]._warm_state = lambda: None  # type: ignore[method-assign]
+    stores["guarded_cold"].guard.warm_state = lambda: None  # type: ignore[method-assign]
     for store in stores.values():
         store.open()
     seconds: dict[str, dict[str, list[float]]] = {

@@ -28,15 +28,17 @@ from subscriber.announcer import Announcer
 from subscriber.behind_log import LogGaps
 from subscriber.bookkeeping import IDLE_CHECKPOINT_COMMITS, Bookkeeping
 from subscriber.commands import ClearRequests
+from subscriber.counters import AgentCounters
 from subscriber.decoding import RecordDecoder
 from subscriber.failures import FailureReporter
 from subscriber.http import Health
-from subscriber.import_loop import AgentCounters, ImportLoop, InvalidateHook
+from subscriber.import_loop import ImportLoop
 from subscriber.maintenance import MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness, ReadinessRules, supervised_check
 from subscriber.settings import SubscriberSettings
 from subscriber.store import Store
+from subscriber.triage import InvalidateHook
 from subscriber.writer_lease import WriterLease
 from subscriber.writer_role import WriterRole
 

@@ -9,17 +9,8 @@ have landed (the error came after Delta wrote it): the store then reads the comm
 back before anyone retries the batch. The offset lives in the table, so a copy of the table
 resumes where the copy was made.
 
-One writer (subscriber.writer_lease): a store claimed with a writer epoch (``claim``) gives each
-of its writes the Delta transaction id ``txnAppId`` = WRITER_APP_ID, ``txnVersion`` = epoch
-* EPOCH_SPAN + a sequence number. Delta checks the id inside the commit: a write whose version
-is not above the one the table holds for the app id is dropped (a claim with a later epoch
-came first), and a write concurrent with a commit that set the app id fails with a conflict
-(a claim came in between). Both raise ``WriterDeposed``. Looking the id up makes Delta compute
-the full state of the snapshot the commit starts from (a Spark job over the log: a small
-append took about 3 times as long); so after each write a helper thread computes it for the
-version just written, which the next commit starts from when no one else committed
-meanwhile, and the lookup finds it done (bench/README.md, subscriber_writer_guard).
-A store used without a claim (tests, tools) writes no id.
+One writer: a claimed store's writes carry a Delta transaction id that fences out earlier
+writers inside the commit (subscriber/delta_writer_guard.py).
 
 Commits take one of two paths:
 * a batch that only creates nodes (and skips, tests, statuses) is a plain append;
@@ -35,12 +26,12 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from runtime.clock import now_ms
 from subscriber import delta_maintenance
 from subscriber.changes import ChangeSet, status_name
+from subscriber.delta_writer_guard import WriterGuard
 from subscriber.rows import (
     COLUMNS,
     KIND_CLEAR,
@@ -59,11 +50,9 @@ from subscriber.store import EVERY_AGENT, FileStats, StepOutcome, StoreState, Wr
 log = logging.getLogger(__name__)
 
 # Delta writes a checkpoint in the committing thread every ``delta.checkpointInterval`` commits
-# (default 10). Here one takes 1-3 s, and every package behind it waits that long: with the
-# default, appends at 10 packages/s had a 1.3 times longer median and a 3.5 times longer p99
-# latency than with no checkpoints. Tables the store creates (or finds without the property)
-# checkpoint every 100 commits instead, and the agent checkpoints when it is idle
-# (``checkpoint``), so the log readers replay stays short without stalling imports.
+# (default 10), and every package behind it waits for it. Tables the store creates (or finds
+# without the property) checkpoint every 100 commits instead, and the agent checkpoints when
+# idle (``checkpoint``): short log replays without stalled imports (bench/README.md).
 CHECKPOINT_INTERVAL = 100
 CHECKPOINT_PROPERTY = "delta.checkpointInterval"
 
@@ -84,25 +73,12 @@ STORE_SESSION_CONF = {
 
 # The table is not partitioned: node rows and bookkeeping rows share files, told apart by the
 # ``kind`` column (and its file statistics). Partitioned by kind, every commit wrote a file per
-# kind it touched, and replacing commits paid for it: on the same 2,000-package batch of the
-# benchmark's mixed stream, 2.96 s partitioned against 2.50 s unpartitioned (medians of 3,
-# alternating; 17 files against 7), and 0.289 s against 0.274 s for one-package appends. Tables
-# made partitioned by an earlier scd keep their partitioning: Delta writes by the table's.
+# kind it touched and replacing commits were slower (bench/README.md). Tables made partitioned
+# by an earlier scd keep their partitioning: Delta writes by the table's.
 
 # Below this many rows a commit is written by one task: one file instead of one per core, and
 # no task to schedule for an empty slice. Large batches keep the parallel write.
 SINGLE_TASK_ROWS = 1000
-
-# The writer guard's transaction id: one app id per table, versions ordered by writer epoch.
-WRITER_APP_ID = "scd-writer"
-EPOCH_SPAN = 2**32  # writes per epoch, far beyond any tenure
-# Delta sets this session setting to the version each commit of the session makes; cleared
-# before a write, it stays unset when Delta dropped the write as done already. (A VACUUM
-# committing in another thread of the session meanwhile hides a drop; the lease, lost by
-# then, makes the process step down.)
-LAST_COMMIT_VERSION = "spark.databricks.delta.lastCommitVersionInSession"
-# A commit concurrent with one that set a transaction id it read: here, a claim.
-CONCURRENT_TRANSACTION = "DELTA_CONCURRENT_TRANSACTION"
 
 
 def _write_checkpoint(spark: Any, location: str) -> None:
@@ -110,13 +86,6 @@ def _write_checkpoint(spark: Any, location: str) -> None:
     through the JVM gateway."""
     jvm = spark.sparkContext._jvm
     jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location).checkpoint()
-
-
-def _log_warm_failure(done: Future[None]) -> None:
-    """A failed warm-up only costs the next commit the lookup; say so."""
-    error = done.exception()
-    if error is not None:
-        log.info("precomputing the store's snapshot state failed: %s", error)
 
 
 class DeltaStore:
@@ -129,20 +98,17 @@ class DeltaStore:
         self.state: StoreState | None = None
         # Commits since this process last checkpointed the table (``checkpoint``).
         self.commits_since_checkpoint = 0
-        self.epoch: int | None = None  # writer epoch of the last claim (None: unguarded)
-        self._sequence = 0  # writes of this epoch
-        # Computes the state of the version last written, for the next guarded commit.
-        self._warmer = ThreadPoolExecutor(1, thread_name_prefix="delta-store-warm")
+        self.guard = WriterGuard(spark, location)
 
     # ------------------------------------------------------------------ the writer guard
     def claim(self, epoch: int, owner: str) -> None:
         """Make ``epoch`` the table's writer epoch (creating the table if needed): the claim's
-        transaction id fences out every write of an earlier epoch (module docstring). The
-        writer row records who claimed it."""
+        transaction id fences out every write of an earlier epoch (WriterGuard). The writer
+        row records who claimed it."""
         created = not self.exists()
         key = f"writer@{self.location}"
         row = (KIND_META, key, *([None] * 8), json.dumps({"owner": owner, "epoch": epoch}))
-        self.epoch, self._sequence = epoch, -1  # the claim is write 0 of the epoch
+        self.guard.start_epoch(epoch)
         self._write(
             [(*row, now_ms())],
             user_metadata={"writer": owner, "epoch": epoch},
@@ -242,46 +208,8 @@ class DeltaStore:
             writer = writer.option("userMetadata", json.dumps(user_metadata))
         for key, value in (options or {}).items():
             writer = writer.option(key, value)
-        if self.epoch is None:
-            writer.save(self.location)
-        else:
-            self._guarded_save(writer)
+        self.guard.save(writer)
         self.commits_since_checkpoint += 1
-
-    def _guarded_save(self, writer: Any) -> None:
-        """Save with this epoch's next transaction id; ``WriterDeposed`` when Delta dropped
-        the write or found a concurrent claim."""
-        assert self.epoch is not None
-        self._sequence += 1
-        version = self.epoch * EPOCH_SPAN + self._sequence
-        writer = writer.option("txnAppId", WRITER_APP_ID).option("txnVersion", version)
-        self.spark.conf.unset(LAST_COMMIT_VERSION)
-        try:
-            writer.save(self.location)
-        except Exception as exc:
-            # Delta's error class; the Python exception type depends on whether delta-spark's
-            # converter recognised the Java one.
-            if CONCURRENT_TRANSACTION not in str(exc):
-                raise
-            raise WriterDeposed(
-                f"content store {self.location} was claimed by another writer during this "
-                f"commit (writer epoch {self.epoch}); the commit did not land"
-            ) from exc
-        if self.spark.conf.get(LAST_COMMIT_VERSION, None) is None:
-            raise WriterDeposed(
-                f"content store {self.location} was claimed by a later writer than epoch "
-                f"{self.epoch}; Delta dropped this commit"
-            )
-        self._warmer.submit(self._warm_state).add_done_callback(_log_warm_failure)
-
-    def _warm_state(self) -> None:
-        """Compute the transaction ids of the table's latest snapshot (Delta keeps them with
-        the snapshot), so the next commit's lookup does not wait for it."""
-        jvm = self.spark.sparkContext._jvm
-        log_ = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
-            self.spark._jsparkSession, self.location
-        )
-        log_.unsafeVolatileSnapshot().transactions()
 
     def _default_checkpoint_interval(self) -> None:
         """Give a table without a checkpoint interval the store's (a table made elsewhere, or by

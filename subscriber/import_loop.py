@@ -29,19 +29,17 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from journal.api import Consumer, Journal, Position, Record
 from journal.wire import messages as m
 from runtime.clock import now_ms
 from runtime.errors import JournalError
-from runtime.ratelog import RateLimitedLog
 from subscriber.behind_log import LogGaps
 from subscriber.bookkeeping import Bookkeeping
 from subscriber.changes import ChangeSet, Unit
 from subscriber.commands import ClearRequests
+from subscriber.counters import AgentCounters
 from subscriber.decoding import Decoded, RecordDecoder
 from subscriber.failures import FailureReporter
 from subscriber.metrics import SubscriberMetrics
@@ -49,6 +47,7 @@ from subscriber.readiness import Readiness
 from subscriber.retries import AttemptFailed, Retries, RetryPolicy
 from subscriber.settings import SubscriberSettings
 from subscriber.store import Store, WriterDeposed
+from subscriber.triage import InvalidateHook, Triage
 from subscriber.writer_role import WriterRole
 
 log = logging.getLogger(__name__)
@@ -57,20 +56,7 @@ log = logging.getLogger(__name__)
 # most this many records (each at most the topic's maximum message size).
 POLL_CHUNK = 64
 
-InvalidateHook = Callable[[Sequence[str], m.PackageMessage], None]
 Polled = list[tuple[Record, Decoded]]
-
-
-@dataclass
-class AgentCounters:
-    imported: int = 0
-    skipped: int = 0
-    permanent_failures: int = 0
-    commits: int = 0
-    unknown_records: int = 0
-    last_batch: int = 0
-    loop_restarts: int = 0  # import loop restarted from the stored offset after an error
-    import_seconds: list[float] = field(default_factory=list)
 
 
 class ImportLoop:
@@ -103,7 +89,6 @@ class ImportLoop:
         self.gaps = gaps
         self.role = role
         self.stop = stop
-        self.invalidate = invalidate
         self.topic = settings.journal.topics.package
         self.counters = AgentCounters()
         self.retries = Retries(
@@ -116,6 +101,9 @@ class ImportLoop:
             stop=stop,
             skip=self._skip,
         )
+        self.triage = Triage(
+            settings, decoder, clears, self.retries, reporter, metrics, self.counters, invalidate
+        )
         self.processed_offset = -1  # in memory; the store may lag by unstored skips
         self._epoch: int | None = None  # the writer epoch the store was claimed with
         self.latest_seen_ms = 0
@@ -126,8 +114,6 @@ class ImportLoop:
         # The next batch, polled and decoded while the current one commits (one at a time).
         self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-prefetch")
         self._prefetched: Future[Polled] | None = None
-        # Records of unknown types: anyone with write access can flood the topic with them.
-        self._skipped = RateLimitedLog(log)
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -281,7 +267,7 @@ class ImportLoop:
             if self.stop.is_set():
                 break
             try:
-                changes.add(self._unit(record, decoded))
+                changes.add(self.triage.unit(record, decoded))
             except Exception as exc:  # this package fails: import the ones before it first
                 self._commit_or_retry(changes)
                 self._retry(record, exc)
@@ -295,53 +281,6 @@ class ImportLoop:
             self._commit(changes)
         except AttemptFailed as failed:  # a one-package commit failed
             self._retry_unit(changes.units[0], failed.cause)
-
-    def _unit(self, record: Record, decoded: Decoded | None = None) -> Unit:
-        """What to do with one record (decoded ahead of time or now); raises when the package
-        cannot be imported now but a retry may mend that."""
-        offset = record.offset
-        if decoded is None:
-            decoded = self.decoder.decode(record)
-        message = decoded.package_message
-        if decoded.unknown or (decoded.error is None and message is None):
-            self.counters.unknown_records += 1
-            self._skipped.log(
-                logging.WARNING,
-                "%s: skipped record at offset %d: %s",
-                self.name,
-                offset,
-                decoded.error,
-            )
-            return Unit(offset, "", "", m.ReqType.TEST)
-        if message is None:  # undecodable: it names no agent; reported to the first followed
-            return self._failed_permanently(offset, self.settings.pub_agents[0], "", decoded)
-        agent, created = message.pub_agent_name, message.created_ms
-        if agent not in self.settings.pub_agents:
-            return Unit(offset, agent, message.pkg_id, message.req_type)
-        if offset <= self.clears.cleared(agent):
-            self.retries.cleared += 1
-            status = m.Status.REMOVED if self.settings.editable else None
-            return Unit(offset, agent, message.pkg_id, message.req_type, None, status, created)
-        if decoded.permanent:
-            return self._failed_permanently(offset, agent, message.pkg_id, decoded)
-        if decoded.error is not None:
-            raise decoded.error
-        assert decoded.package is not None, "a followed agent's package is read when decoded"
-        if message.req_type == m.ReqType.INVALIDATE and self.invalidate is not None:
-            self.invalidate([*message.paths], message)
-        status = m.Status.IMPORTED if self.settings.editable else None
-        return Unit(
-            offset, agent, message.pkg_id, message.req_type, decoded.package, status, created
-        )
-
-    def _failed_permanently(self, offset: int, agent: str, pkg_id: str, decoded: Decoded) -> Unit:
-        """A package no retry can import: REMOVED_FAILED, committed with its batch, whatever
-        max_retries says and whether or not the subscriber is editable."""
-        assert decoded.error is not None
-        self.counters.permanent_failures += 1
-        self.metrics.import_failed(retriable=False)
-        self.reporter.report(offset, agent, pkg_id, decoded.error)
-        return Unit(offset, agent, pkg_id, m.ReqType.TEST, None, m.Status.REMOVED_FAILED)
 
     def _commit(self, changes: ChangeSet) -> None:
         """Commit a batch (isolating a failing package if the commit itself fails)."""
@@ -425,7 +364,7 @@ class ImportLoop:
 
         def attempt() -> None:
             changes = self.store.begin()
-            changes.add(self._unit(record))
+            changes.add(self.triage.unit(record))
             self._commit(changes)
 
         message = self.decoder.decode(record).package_message

@@ -1,0 +1,95 @@
+"""Triage of one package record: import it, skip it (another agent's, or cleared), or fail it
+for good (REMOVED_FAILED, committed with its batch, whatever max_retries says). A failure a
+retry may mend is raised for the import loop to retry."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from journal.api import Record
+from journal.wire import messages as m
+from runtime.ratelog import RateLimitedLog
+from subscriber.changes import Unit
+from subscriber.commands import ClearRequests
+from subscriber.counters import AgentCounters
+from subscriber.decoding import Decoded, RecordDecoder
+from subscriber.failures import FailureReporter
+from subscriber.metrics import SubscriberMetrics
+from subscriber.retries import Retries
+from subscriber.settings import SubscriberSettings
+
+log = logging.getLogger(__name__)
+
+InvalidateHook = Callable[[Sequence[str], m.PackageMessage], None]
+
+
+class Triage:
+    def __init__(
+        self,
+        settings: SubscriberSettings,
+        decoder: RecordDecoder,
+        clears: ClearRequests,
+        retries: Retries,
+        reporter: FailureReporter,
+        metrics: SubscriberMetrics,
+        counters: AgentCounters,
+        invalidate: InvalidateHook | None,
+    ) -> None:
+        self.settings = settings
+        self.decoder = decoder
+        self.clears = clears
+        self.retries = retries
+        self.reporter = reporter
+        self.metrics = metrics
+        self.counters = counters
+        self.invalidate = invalidate
+        # Records of unknown types: anyone with write access can flood the topic with them.
+        self._skipped = RateLimitedLog(log)
+
+    def unit(self, record: Record, decoded: Decoded | None = None) -> Unit:
+        """What to do with one record (decoded ahead of time or now); raises when the package
+        cannot be imported now but a retry may mend that."""
+        offset = record.offset
+        if decoded is None:
+            decoded = self.decoder.decode(record)
+        message = decoded.package_message
+        if decoded.unknown or (decoded.error is None and message is None):
+            self.counters.unknown_records += 1
+            self._skipped.log(
+                logging.WARNING,
+                "%s: skipped record at offset %d: %s",
+                self.settings.agent_name,
+                offset,
+                decoded.error,
+            )
+            return Unit(offset, "", "", m.ReqType.TEST)
+        if message is None:  # undecodable: it names no agent; reported to the first followed
+            return self._failed_permanently(offset, self.settings.pub_agents[0], "", decoded)
+        agent, created = message.pub_agent_name, message.created_ms
+        if agent not in self.settings.pub_agents:
+            return Unit(offset, agent, message.pkg_id, message.req_type)
+        if offset <= self.clears.cleared(agent):
+            self.retries.cleared += 1
+            status = m.Status.REMOVED if self.settings.editable else None
+            return Unit(offset, agent, message.pkg_id, message.req_type, None, status, created)
+        if decoded.permanent:
+            return self._failed_permanently(offset, agent, message.pkg_id, decoded)
+        if decoded.error is not None:
+            raise decoded.error
+        assert decoded.package is not None, "a followed agent's package is read when decoded"
+        if message.req_type == m.ReqType.INVALIDATE and self.invalidate is not None:
+            self.invalidate([*message.paths], message)
+        status = m.Status.IMPORTED if self.settings.editable else None
+        return Unit(
+            offset, agent, message.pkg_id, message.req_type, decoded.package, status, created
+        )
+
+    def _failed_permanently(self, offset: int, agent: str, pkg_id: str, decoded: Decoded) -> Unit:
+        """A package no retry can import: REMOVED_FAILED, committed with its batch, whatever
+        max_retries says and whether or not the subscriber is editable."""
+        assert decoded.error is not None
+        self.counters.permanent_failures += 1
+        self.metrics.import_failed(retriable=False)
+        self.reporter.report(offset, agent, pkg_id, decoded.error)
+        return Unit(offset, agent, pkg_id, m.ReqType.TEST, None, m.Status.REMOVED_FAILED)
