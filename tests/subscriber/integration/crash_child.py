@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 # Run as a script: make the repository importable whatever the working directory.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from subscriber.changes import ChangeSet
 from subscriber.daemon import main

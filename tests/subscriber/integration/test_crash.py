@@ -58,7 +58,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 T = TypeVar("T")
 
 CHILD = Path(__file__).with_name("crash_child.py")
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_SEED = 20_251_103
 # Small batches (at most 40 packages) so that a kill a few seconds after a restart lands in
 # the middle of the stream, inside or between Delta commits, never after the end.
