@@ -30,7 +30,7 @@ Handler = Callable[[Any, Record], None]
 
 # How long one poll waits for records before the poller checks whether it should stop:
 # bounds shutdown latency without busy-looping.
-POLL_TIMEOUT_S = 0.5
+POLL_TIMEOUT_S = 0.1
 # Pause after a failed poll (journal unreachable) before trying again.
 POLL_ERROR_BACKOFF_S = 1.0
 

@@ -43,7 +43,7 @@ from runtime.supervisor import SupervisedThread
 log = logging.getLogger(__name__)
 
 # One poll of the tail consumer waits at most this long, so stop() returns promptly.
-TAIL_POLL_S = 0.5
+TAIL_POLL_S = 0.1
 # After a failed tail poll (journal unreachable), wait this long before polling again.
 TAIL_ERROR_BACKOFF_S = 1.0
 # Records asked for per poll: large batches make a head fetch of 100,000 entries quick.

@@ -81,7 +81,7 @@ def subscriber_settings(
         "retry_initial_s": 0.05,
         "retry_max_s": 0.2,
         "announce_interval_s": 0.5,
-        "poll_timeout_s": 0.2,
+        "poll_timeout_s": 0.05,
         "journal": journal,
         "blobstore": blobs,
     }
@@ -156,15 +156,22 @@ def run_to_end_after_one_restart(
 
 
 def read_messages(journal: Journal, topic: str) -> list[tuple[int, Any]]:
-    """Every message on a topic, decoded (offset, message)."""
+    """Every message on a topic, decoded (offset, message): read up to the topic's end as it
+    was when called, or until nothing came for half a second (markers a position may never
+    pass)."""
     out: list[tuple[int, Any]] = []
+    end = journal.latest_offset(topic)
     with journal.consumer(topic, Position.earliest()) as consumer:
-        while True:
-            records = consumer.poll(0.5)
-            if not records:
-                return out
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < 0.5:
+            records = consumer.poll(0.05)
             for r in records:
                 out.append((r.offset, m.decode(r.headers, r.value)))
+            if records:
+                quiet_since = time.monotonic()
+            elif consumer.positions().get(0, 0) >= end:
+                break
+        return out
 
 
 def statuses(journal: Journal, settings: JournalSettings) -> dict[int, str]:
