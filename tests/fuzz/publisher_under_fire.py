@@ -192,6 +192,14 @@ class PublisherUnderFire:
         processed it, the leader sends its distributed event."""
         self.processed = self.journal.latest_offset(self.topics.package) - 1
         self.announce()
+        # A leader's first events tick records where events start: the subscribers' position
+        # then. On a broker just started, electing the leader takes seconds; a package the
+        # sentinel processed before that tick is before the start and gets no event.
+        wait_for(
+            lambda: self.agent.events.last_offset is not None,
+            READ_TIMEOUT_S,
+            "the leader's distributed events to start",
+        )
         offset = self.distribute(path)
 
         def queued() -> bool:
