@@ -191,29 +191,43 @@ class Env:
         return str(self.work_dir / f"{name}-{uuid.uuid4().hex[:8]}")
 
 
-@contextmanager
-def environment(args: argparse.Namespace) -> Iterator[Env]:
+def local_session(
+    work: Path, app_name: str, extra: dict[str, str] | None = None, log_level: str = "ERROR"
+) -> Any:
+    """The benchmarks' local SparkSession: the subscriber's Spark settings (Delta, jars), bound
+    to the loopback interface, its warehouse under ``work``."""
     from pyspark.sql import SparkSession
 
-    bootstrap = resolve_bootstrap(args.bootstrap, log)
-    jars = spark_jars()
-    work_dir = Path(tempfile.mkdtemp(prefix="scd-bench-sub-", dir=args.work_dir))
-    probe = SubscriberSettings(spark_master=SPARK_MASTER, spark_jars=jars)
-    builder = SparkSession.builder.master(SPARK_MASTER).appName("scd-bench-subscriber")
+    probe = SubscriberSettings(spark_master=SPARK_MASTER, spark_jars=spark_jars())
+    builder = SparkSession.builder.master(SPARK_MASTER).appName(app_name)
     for key, value in {
         **spark_config(probe),
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
-        "spark.sql.warehouse.dir": str(work_dir / "warehouse"),
-        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.warehouse.dir": str(work / "warehouse"),
+        **(extra or {}),
     }.items():
         builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    return spark
+
+
+@contextmanager
+def environment(args: argparse.Namespace) -> Iterator[Env]:
+    bootstrap = resolve_bootstrap(args.bootstrap, log)
+    jars = spark_jars()
+    work_dir = Path(tempfile.mkdtemp(prefix="scd-bench-sub-", dir=args.work_dir))
     # Python workers (the baseline's UDF decoder) must run this interpreter, which has scd's
     # dependencies; pyspark takes it from the environment when the SparkContext starts.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     log("starting Spark")
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark = local_session(
+        work_dir,
+        "scd-bench-subscriber",
+        {"spark.ui.showConsoleProgress": "false"},
+        log_level="WARN",
+    )
     journal = KafkaJournal(bootstrap)
     env = Env(bootstrap, jars, work_dir, journal, spark, [])
     try:

@@ -45,7 +45,7 @@ from typing import Any
 
 import subscriber_longrun_dv as dv
 import subscriber_workload as workload
-from subscriber_import import SPARK_MASTER, machine_info, spark_jars
+from subscriber_import import SPARK_MASTER, local_session, machine_info
 from subscriber_latency import percentile
 
 from journal.api import Journal
@@ -58,7 +58,6 @@ from subscriber.content import list_tree
 from subscriber.delta_store import DeltaStore
 from subscriber.rows import KIND_NODE
 from subscriber.settings import SubscriberSettings
-from subscriber.spark import spark_config
 
 DEFAULT_COMMITS = 5000
 DEFAULT_REPORT_EVERY = 500
@@ -299,20 +298,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def session(work: Path) -> Any:
-    from pyspark.sql import SparkSession
-
-    probe = SubscriberSettings(spark_master=SPARK_MASTER, spark_jars=spark_jars())
-    builder = SparkSession.builder.master(SPARK_MASTER).appName("scd-bench-longrun")
-    for key, value in {
-        **spark_config(probe),
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.sql.warehouse.dir": str(work / "warehouse"),
-    }.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session(work, "scd-bench-longrun")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,15 +28,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from subscriber_import import SPARK_MASTER, machine_info, spark_jars
+from subscriber_import import local_session, machine_info
 from subscriber_latency import percentile
 
 from journal.wire import messages as m
 from journal.wire.package import ContentPackage, FilterRoot, Node
 from subscriber.changes import Unit, new_change_set
 from subscriber.delta_store import DeltaStore
-from subscriber.settings import SubscriberSettings
-from subscriber.spark import spark_config
 from subscriber.store import WriterDeposed
 
 NODES_PER_PAGE = 4
@@ -61,20 +59,7 @@ def page(offset: int, number: int, version: int) -> Unit:
 
 
 def session(work: Path) -> Any:
-    from pyspark.sql import SparkSession
-
-    probe = SubscriberSettings(spark_master=SPARK_MASTER, spark_jars=spark_jars())
-    builder = SparkSession.builder.master(SPARK_MASTER).appName("scd-bench-writer-guard")
-    for key, value in {
-        **spark_config(probe),
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.sql.warehouse.dir": str(work / "warehouse"),
-    }.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session(work, "scd-bench-writer-guard")
 
 
 def summary(seconds: list[float]) -> dict[str, float]:
