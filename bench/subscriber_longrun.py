@@ -1,5 +1,5 @@
 """Long run of a caught-up subscriber: one package at a time, thousands of commits, with store
-maintenance on and off side by side, plus deletion vectors for replacing commits.
+maintenance on and off side by side.
 
 Two subscriber agents (default settings, except maintenance, its retention and interval) follow
 one package topic of an embedded SQLite journal, as two subscribers of one publisher, and write
@@ -16,10 +16,6 @@ metrics). At the end both tables must hold the same nodes as the stream's expect
 ``--retention-minutes`` (default 3) stands in for the 7-day retention of removed files and the
 24-hour log retention, so the window passes many times during the run; ``--interval-s`` is the
 maintenance interval (VACUUM, time triggers).
-
-Deletion vectors (``--dv-commits``): whether the store's replacing commits can use them, and
-what they would change, measured on a copy of the store's schema whose ``path`` column is
-renamed (bench/subscriber_longrun_dv.py, bench/README.md).
 
     .venv/bin/python bench/subscriber_longrun.py --commits 400 --report-every 100  # ~7 minutes
     nohup .venv/bin/python bench/subscriber_longrun.py > longrun.json 2> longrun.log &
@@ -43,7 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import subscriber_longrun_dv as dv
 import subscriber_workload as workload
 from subscriber_import import SPARK_MASTER, local_session, machine_info
 from subscriber_latency import percentile
@@ -56,7 +51,6 @@ from subscriber.agent import SubscriberAgent
 from subscriber.changes import ChangeSet
 from subscriber.content import list_tree
 from subscriber.delta_store import DeltaStore
-from subscriber.rows import KIND_NODE
 from subscriber.settings import SubscriberSettings
 
 DEFAULT_COMMITS = 5000
@@ -258,9 +252,7 @@ def longrun(spark: Any, work: Path, args: argparse.Namespace) -> dict[str, Any]:
         expected = workload.expected_digest(workload.expected_state(fed, offsets))
         result: dict[str, Any] = {"packages": len(offsets), "counts": fed.counts()}
         for v in variants:
-            digest = workload.table_digest(
-                spark, v.store.location, node_filter=f"kind = '{KIND_NODE}'"
-            )
+            digest = workload.table_digest(spark, v.store.location)
             first, last = v.windows[0], v.windows[-1]
             result[v.name] = {
                 "windows": v.windows,
@@ -289,8 +281,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="stop feeding after this long (a loaded machine), with a last report: the result "
         "says how many packages were fed",
     )
-    parser.add_argument("--dv-commits", type=int, default=dv.DEFAULT_COMMITS)
-    parser.add_argument("--skip-longrun", action="store_true")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work-dir", default=None, help="parent of the temporary stores")
     parser.add_argument("--keep-work-dir", action="store_true")
@@ -329,10 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     spark = session(work)
     try:
-        if args.dv_commits:
-            report["deletion_vectors"] = dv.evaluate(spark, work, args.dv_commits, log)
-        if not args.skip_longrun:
-            report["longrun"] = longrun(spark, work, args)
+        report["longrun"] = longrun(spark, work, args)
     finally:
         spark.stop()
         if not args.keep_work_dir:

@@ -40,7 +40,8 @@ from journal.wire.package import (
     checksum,
     encode_package,
 )
-from subscriber.rows import node_row
+from subscriber.delta_maintenance import quoted
+from subscriber.rows import current_nodes_sql, node_row
 
 PUB_AGENT = "publish"
 PUB_SLING_ID = "bench-publisher"
@@ -269,12 +270,11 @@ def expected_digest(state: dict[str, tuple[Node, int, str]]) -> dict[str, Any]:
     return {"nodes": len(state), "sha256": digest(rows())}
 
 
-def table_digest(spark: Any, location: str, *, node_filter: str | None) -> dict[str, Any]:
-    """Node count and checksum of the node rows of a Delta table (path, properties, binaries,
-    offset and package id of the last package that wrote the node)."""
-    table = spark.read.format("delta").load(location)
-    if node_filter:
-        table = table.where(node_filter)
+def table_digest(spark: Any, location: str) -> dict[str, Any]:
+    """Node count and checksum of the current tree of a Delta table in the store's layout
+    (path, properties, binaries, offset and package id of the last package that wrote the
+    node), read with the query the README documents."""
+    table = spark.sql(current_nodes_sql(quoted(location)))
     rows = table.select("path", "properties", "binaries", "offset", "pkg_id").collect()
     pairs = [
         (

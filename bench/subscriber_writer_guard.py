@@ -92,7 +92,7 @@ def run(spark: Any, work: Path, rounds: int) -> dict[str, Any]:
         offset += 2
         for kind, unit in units.items():
             for name, store in order:
-                changes = new_change_set(store.paths, [unit])
+                changes = new_change_set([unit])
                 started = time.perf_counter()
                 store.commit(changes)
                 if r >= WARMUP_ROUNDS:
@@ -111,7 +111,7 @@ def run(spark: Any, work: Path, rounds: int) -> dict[str, Any]:
     successor.claim(2, "bench-successor")
     started = time.perf_counter()
     try:
-        stores["guarded"].commit(new_change_set(stores["guarded"].paths, [page(offset, 0, 99)]))
+        stores["guarded"].commit(new_change_set([page(offset, 0, 99)]))
         refused = False
     except WriterDeposed:
         refused = True

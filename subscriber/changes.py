@@ -1,16 +1,21 @@
-"""The net effect of a batch of packages on the content tree, computed in order, before any
-Spark work: which nodes to upsert, which existing nodes to delete, which bookkeeping to record.
+"""The net effect of a batch of packages, computed in order before any Spark work: the node
+versions it writes, the scopes it replaces, the bookkeeping it records.
 
 Semantics of one package (FileVault's filter "replace" mode for deep roots):
 * ADD, deep root r: the subtree at r becomes exactly the package's nodes under r (nodes below
   r that the package does not carry are removed); shallow root: the node is upserted.
 * DELETE, deep root r: r and everything below it are removed; shallow root: the node only.
 * TEST and INVALIDATE change no content; every package advances the offset.
+
+Every root of an ADD or DELETE is a ``Scope``: from its package's offset on, the stored
+versions it covers are no longer current, and the package's own nodes are. A store applies a
+change set without knowing what it holds: it drops (or masks) what the scopes cover and adds
+the nodes. Within a batch the scopes are already applied to the batch's earlier nodes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from journal.wire.messages import ReqType, Status
@@ -31,14 +36,29 @@ class Unit:
     created_ms: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The paths one package root replaces, from the package's offset on: the root, and with
+    ``deep`` everything below it."""
+
+    path: str
+    deep: bool
+    offset: int
+
+    def covers(self, path: str, offset: int) -> bool:
+        """True when the version of ``path`` written at ``offset`` is replaced by this scope."""
+        if offset >= self.offset:
+            return False
+        return is_within(path, self.path) if self.deep else path == self.path
+
+
 @dataclass
 class ChangeSet:
-    """Accumulates units in offset order against the set of paths the store holds."""
+    """Accumulates units in offset order."""
 
-    existing: Set[str]
     upserts: dict[str, Node] = field(default_factory=dict)
     node_offsets: dict[str, tuple[int, str]] = field(default_factory=dict)
-    deletes: set[str] = field(default_factory=set)
+    scopes: list[Scope] = field(default_factory=list)
     statuses: list[tuple[int, str, int]] = field(default_factory=list)
     units: list[Unit] = field(default_factory=list)
 
@@ -49,30 +69,6 @@ class ChangeSet:
     @property
     def first_offset(self) -> int:
         return self.units[0].offset
-
-    @property
-    def inserts_only(self) -> bool:
-        """True when the batch only creates nodes: it commits as a plain append."""
-        return not self.deletes and not any(p in self.existing for p in self.upserts)
-
-    def present(self, path: str) -> bool:
-        return path in self.upserts or (path in self.existing and path not in self.deletes)
-
-    def paths_under(self, root: str) -> list[str]:
-        found = [p for p in self.existing if is_within(p, root) and p not in self.deletes]
-        found.extend(p for p in self.upserts if is_within(p, root) and p not in self.existing)
-        return found
-
-    def _delete(self, path: str) -> None:
-        self.upserts.pop(path, None)
-        self.node_offsets.pop(path, None)
-        if path in self.existing:
-            self.deletes.add(path)
-
-    def _upsert(self, node: Node, unit: Unit) -> None:
-        self.upserts[node.path] = node
-        self.node_offsets[node.path] = (unit.offset, unit.pkg_id)
-        self.deletes.discard(node.path)
 
     def add(self, unit: Unit) -> None:
         if self.units and unit.offset <= self.units[-1].offset:
@@ -86,28 +82,25 @@ class ChangeSet:
     def _apply(self, unit: Unit, package: ContentPackage) -> None:
         """``package`` passed the content rules (journal/wire/rules.py): canonical paths, an
         ADD's nodes within its roots."""
-        roots = [(r.path, r.deep) for r in package.roots]
+        if unit.req_type not in (ReqType.ADD, ReqType.DELETE):
+            return
+        scopes = [Scope(r.path, r.deep, unit.offset) for r in package.roots]
+        for path in [
+            p for p, (o, _) in self.node_offsets.items() if any(s.covers(p, o) for s in scopes)
+        ]:
+            del self.upserts[path], self.node_offsets[path]
+        self.scopes.extend(scopes)
         if unit.req_type == ReqType.ADD:
-            nodes = package.nodes
-            carried = {n.path for n in nodes}
-            for root, deep in roots:
-                if deep:
-                    for path in self.paths_under(root):
-                        if path not in carried:
-                            self._delete(path)
-            for node in nodes:
-                self._upsert(node, unit)
-        elif unit.req_type == ReqType.DELETE:
-            for root, deep in roots:
-                for path in self.paths_under(root) if deep else [root]:
-                    self._delete(path)
+            for node in package.nodes:
+                self.upserts[node.path] = node
+                self.node_offsets[node.path] = (unit.offset, unit.pkg_id)
 
     def summary(self) -> dict[str, object]:
         return {
             "offsets": [self.first_offset, self.last_offset],
             "packages": [u.pkg_id for u in self.units if u.package is not None],
             "upserts": len(self.upserts),
-            "deletes": len(self.deletes),
+            "scopes": len(self.scopes),
         }
 
 
@@ -115,8 +108,8 @@ def status_name(status: int) -> str:
     return str(Status.Name(status))
 
 
-def new_change_set(existing: Set[str], units: Iterable[Unit] = ()) -> ChangeSet:
-    changes = ChangeSet(existing)
+def new_change_set(units: Iterable[Unit] = ()) -> ChangeSet:
+    changes = ChangeSet()
     for unit in units:
         changes.add(unit)
     return changes

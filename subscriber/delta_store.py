@@ -12,13 +12,11 @@ resumes where the copy was made.
 One writer: a claimed store's writes carry a Delta transaction id that fences out earlier
 writers inside the commit (subscriber/delta_writer_guard.py).
 
-Commits take one of two paths:
-* a batch that only creates nodes (and skips, tests, statuses) is a plain append;
-* a batch that updates or deletes existing nodes overwrites with ``replaceWhere``: the rows of
-  the existing paths it updates or deletes (deep deletes were already resolved to exact paths
-  against the in-memory path index) are dropped and all its rows added, in one commit. Unlike
-  a MERGE there is no join of the batch with the table: Delta selects the files holding a
-  replaced path, rewrites those, and adds the batch's file.
+Every import commit is a plain append: the batch's node versions, one scope row per package
+root (what the package replaced) and its bookkeeping. Updates and deletes rewrite no file when
+they are imported, so they cost what new pages cost, and the store needs to know nothing of
+what it holds to import (no path index: opening reads only bookkeeping). Reads take the current
+tree (rows.current_nodes_sql); ``fold`` later deletes the versions scopes cover, in idle time.
 """
 
 from __future__ import annotations
@@ -38,12 +36,16 @@ from subscriber.rows import (
     KIND_META,
     KIND_NODE,
     KIND_OFFSET,
+    KIND_SCOPE,
     KIND_STATUS,
     StoredNode,
     bookkeeping_row,
+    current_nodes_sql,
     node_row,
     rows_frame,
     rows_selected,
+    scope_row,
+    sql_string,
 )
 from subscriber.store import EVERY_AGENT, FileStats, StepOutcome, StoreState, WriterDeposed
 
@@ -56,12 +58,10 @@ log = logging.getLogger(__name__)
 CHECKPOINT_INTERVAL = 100
 CHECKPOINT_PROPERTY = "delta.checkpointInterval"
 
-# Session settings DeltaStore sets on its session. A replacing commit selects only the rows
-# that exist and change (updated and deleted paths); the rows it adds for new paths and new
-# offsets match no predicate, so Delta's check that every written row matches it must be off.
-# Listing new paths too would make the predicate several times longer (it is an IN list,
-# planned and evaluated several times per commit). The row count of the replaced data is a
-# metric nobody reads, and costs another pass.
+# Session settings DeltaStore sets on its session. The purge replaces bookkeeping rows with
+# ``replaceWhere``, writing a row that its predicate need not select, so Delta's check that
+# every written row matches it must be off. The row count of the replaced data is a metric
+# nobody reads, and costs another pass.
 STORE_SESSION_CONF = {
     "spark.databricks.delta.replaceWhere.constraintCheck.enabled": "false",
     "spark.databricks.delta.replaceWhere.dataColumns.metrics.enabled": "false",
@@ -81,6 +81,15 @@ STORE_SESSION_CONF = {
 SINGLE_TASK_ROWS = 1000
 
 
+def _paths_selected(path: str, deep: bool) -> str:
+    """A predicate on ``path``: ``path`` itself, and with ``deep`` everything below it."""
+    if not deep:
+        return f"path = {sql_string(path)}"
+    if path == "/":
+        return "TRUE"
+    return f"(path = {sql_string(path)} OR startswith(path, {sql_string(path + '/')}))"
+
+
 def _write_checkpoint(spark: Any, location: str) -> None:
     """Delta has no public API for a checkpoint; this calls its DeltaLog (delta-spark 4.0)
     through the JVM gateway."""
@@ -94,7 +103,6 @@ class DeltaStore:
         self.location = location
         for key, value in STORE_SESSION_CONF.items():
             spark.conf.set(key, value)
-        self.paths: set[str] = set()
         self.state: StoreState | None = None
         # Commits since this process last checkpointed the table (``checkpoint``).
         self.commits_since_checkpoint = 0
@@ -125,21 +133,21 @@ class DeltaStore:
         return bool(DeltaTable.isDeltaTable(self.spark, self.location))
 
     def open(self) -> StoreState:
-        """Create the table if needed; load bookkeeping and the node path index."""
+        """Create the table if needed; load its bookkeeping (and count its scope rows)."""
         meta_key = f"instance@{self.location}"
         books: list[Any] = []
         created = not self.exists()
         if not created:
             table = self.spark.read.format("delta").load(self.location)
             books = (
-                table.where(f"kind != '{KIND_NODE}'")
+                table.where(f"kind NOT IN ('{KIND_NODE}', '{KIND_SCOPE}')")
                 .select("kind", "path", "offset", "pub_agent", "status", "info")
                 .collect()
             )
-            self.paths = {
-                r["path"] for r in table.where(f"kind = '{KIND_NODE}'").select("path").collect()
-            }
+            scopes = table.where(f"kind = '{KIND_SCOPE}'").count()
             self._default_checkpoint_interval()
+        else:
+            scopes = 0
         offsets = [r["offset"] for r in books if r["kind"] == KIND_OFFSET]
         clears: dict[str, int] = {}
         for r in books:
@@ -169,20 +177,21 @@ class DeltaStore:
             offset=max(offsets) if offsets else None,
             clear_offsets=clears,
             pending_statuses=statuses,
+            scopes=scopes,
         )
         log.info(
-            "content store %s: instance %s, offset %s, clear %s, %d nodes, %d pending statuses",
+            "content store %s: instance %s, offset %s, clear %s, %d pending statuses, %d scopes",
             self.location,
             instance,
             self.state.offset,
             clears,
-            len(self.paths),
             len(statuses),
+            scopes,
         )
         return self.state
 
     def begin(self) -> ChangeSet:
-        return ChangeSet(self.paths)
+        return ChangeSet()
 
     # ------------------------------------------------------------------ writes
     def _write(
@@ -238,14 +247,19 @@ class DeltaStore:
             self.commits_since_checkpoint = 0
 
     def commit(self, changes: ChangeSet) -> None:
-        """Apply a batch: content, offset and statuses in one Delta commit."""
+        """Apply a batch: node versions, scopes, offset and statuses in one appending commit."""
         assert self.state is not None, "open() the store first"
         now = now_ms()
         last = changes.units[-1]
+        pkg_ids = {u.offset: u.pkg_id for u in changes.units}
         rows: list[tuple[Any, ...]] = [
             node_row(node, *changes.node_offsets[path], last.pub_agent, now)
             for path, node in changes.upserts.items()
         ]
+        rows.extend(
+            scope_row(s.path, s.deep, s.offset, pkg_ids[s.offset], last.pub_agent, now)
+            for s in changes.scopes
+        )
         statuses = [(off, agent, status_name(st)) for off, agent, st in changes.statuses]
         books = [
             bookkeeping_row(
@@ -256,16 +270,8 @@ class DeltaStore:
                 for off, agent, st in statuses
             ),
         ]
-        meta = changes.summary()
-        replace_where = None
-        if not changes.inserts_only:
-            # Updated and deleted nodes are replaced in the same commit: Delta drops the rows
-            # the predicate selects (rewriting only the files holding one) and adds ours. New
-            # paths and the bookkeeping rows of new offsets replace nothing (STORE_SESSION_CONF).
-            replaced = {p for p in changes.upserts if p in changes.existing} | changes.deletes
-            replace_where = rows_selected({KIND_NODE: replaced})
         try:
-            self._write([*rows, *books], user_metadata=meta, replace_where=replace_where)
+            self._write([*rows, *books], user_metadata=changes.summary())
         except WriterDeposed:
             raise
         except Exception:
@@ -277,10 +283,9 @@ class DeltaStore:
                 last.offset,
                 exc_info=True,
             )
-        self.paths.difference_update(changes.deletes)
-        self.paths.update(changes.upserts)
         self.state.offset = last.offset
         self.state.pending_statuses.extend(statuses)
+        self.state.scopes += len(changes.scopes)
 
     def committed_offset(self) -> int | None:
         """The processed offset in the table (None before the first one)."""
@@ -346,6 +351,39 @@ class DeltaStore:
             s for s in self.state.pending_statuses if s[0] > up_to_offset
         ]
 
+    def fold(self, max_scopes: int) -> StepOutcome:
+        """Delete the node versions the oldest scopes (about ``max_scopes``: all of the offsets
+        they belong to) cover, and those scopes, in one commit: the current tree stays the same,
+        reads and the table get smaller. Later scopes keep covering what they cover."""
+        assert self.state is not None, "open() the store first"
+        table = self.spark.read.format("delta").load(self.location).where(f"kind = '{KIND_SCOPE}'")
+        oldest = table.select("offset").orderBy("offset").limit(max_scopes).collect()
+        before = delta_maintenance.file_stats(self.spark, self.location).files
+        if not oldest:
+            self.state.scopes = 0
+            return StepOutcome(before, before)
+        up_to = int(oldest[-1]["offset"])
+        # Of the scopes of one path, the latest covers all that the earlier ones cover.
+        latest: dict[tuple[str, bool], int] = {}
+        for r in table.where(f"offset <= {up_to}").select("path", "info", "offset").collect():
+            key = (r["path"], r["info"] == "deep")
+            latest[key] = max(latest.get(key, -1), r["offset"])
+        covered = " OR ".join(
+            f"(offset < {offset} AND {_paths_selected(path, deep)})"
+            for (path, deep), offset in sorted(latest.items())
+        )
+        self._write(
+            [],
+            replace_where=(
+                f"(kind = '{KIND_SCOPE}' AND offset <= {up_to}) "
+                f"OR (kind = '{KIND_NODE}' AND ({covered}))"
+            ),
+            user_metadata={"fold": {"scopes_up_to": up_to, "paths": len(latest)}},
+        )
+        remaining = table.count()
+        self.state.scopes = remaining
+        return StepOutcome(before, delta_maintenance.file_stats(self.spark, self.location).files)
+
     # ------------------------------------------------------------------ maintenance
     # subscriber.delta_maintenance does the work; each call is one Delta operation.
     def file_stats(self, small_file_bytes: int | None = None) -> FileStats:
@@ -370,18 +408,21 @@ class DeltaStore:
 
     # ------------------------------------------------------------------ reads
     def nodes(self, root: str = "/", *, deep: bool = True) -> list[StoredNode]:
-        table = self.spark.read.format("delta").load(self.location).where(f"kind = '{KIND_NODE}'")
+        where = "TRUE"
         if deep and root != "/":
-            prefix = root.rstrip("/") + "/"
-            table = table.where((table.path == root) | table.path.startswith(prefix))
+            where = _paths_selected(root, deep=True)
         elif not deep:
-            table = table.where((table.path == root) | (table.parent == root))
-        return sorted((StoredNode.from_row(r) for r in table.collect()), key=lambda n: n.path)
+            where = f"path = {sql_string(root)} OR parent = {sql_string(root)}"
+        rows = self._current(where).collect()
+        return sorted((StoredNode.from_row(r) for r in rows), key=lambda n: n.path)
 
     def node(self, path: str) -> StoredNode | None:
-        table = self.spark.read.format("delta").load(self.location)
-        rows = table.where((table.kind == KIND_NODE) & (table.path == path)).collect()
+        rows = self._current(f"path = {sql_string(path)}").collect()
         return StoredNode.from_row(rows[0]) if rows else None
+
+    def _current(self, where: str) -> Any:
+        """The current versions of the nodes ``where`` selects (a DataFrame)."""
+        return self.spark.sql(current_nodes_sql(delta_maintenance.quoted(self.location), where))
 
     def history(self) -> list[dict[str, Any]]:
         """Commits, oldest first: version, operation and the metadata the import recorded."""

@@ -334,13 +334,13 @@ class ImportLoop:
         self._unstored_skips = 0
         self._advance(changes)
         log.info(
-            "%s: committed offsets %d..%d (%d packages, %d upserts, %d deletes) in %.2f s",
+            "%s: committed offsets %d..%d (%d packages, %d upserts, %d scopes) in %.2f s",
             self.name,
             changes.first_offset,
             changes.last_offset,
             len(changes.units),
             len(changes.upserts),
-            len(changes.deletes),
+            len(changes.scopes),
             elapsed,
             extra={
                 "agent": self.name,

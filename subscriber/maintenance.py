@@ -6,6 +6,10 @@ one step at most, never for a whole maintenance run. Steps, in the order they ar
 
 * ``purge``: sent statuses and superseded offset rows are removed (every
   ``purge_every_commits`` commits, and after ``interval_s`` when commits were made since);
+* ``fold``: the node versions that later imports replaced are deleted with the scope rows
+  that replaced them, ``fold_max_scopes`` scopes per run (once ``fold_min_scopes`` scopes
+  wait, and after ``interval_s`` for any); imports only append, so this is where replaced
+  content leaves the table;
 * ``checkpoint``: a Delta checkpoint once enough commits were made; Delta also deletes log
   entries older than the retention when it writes one;
 * ``retention``: the table keeps its log and removed files for the retention (table
@@ -18,9 +22,9 @@ one step at most, never for a whole maintenance run. Steps, in the order they ar
   it deletes only files no version within the retention reads and commits no data, so it
   cannot conflict with an import. Nothing else is started while it runs.
 
-``purge`` and ``checkpoint`` always run (they did before maintenance existed); the others only
-when maintenance is enabled. None changes content or offset (subscriber.delta_maintenance).
-Each step is logged in one line and counted (subscriber.metrics).
+``purge``, ``fold`` and ``checkpoint`` always run (without them reads slow down with every
+commit); the others only when maintenance is enabled. None changes content or offset
+(subscriber.delta_maintenance). Each step is logged in one line and counted (subscriber.metrics).
 """
 
 from __future__ import annotations
@@ -46,8 +50,12 @@ IDLE_CHECKPOINT_COMMITS = 10
 
 REPORTS_KEPT = 100
 
-PURGE, CHECKPOINT, RETENTION, COMPACT, VACUUM = (
+# A fold that failed is tried again after this long (or after ``interval_s`` if shorter).
+FOLD_RETRY_S = 60.0
+
+PURGE, FOLD, CHECKPOINT, RETENTION, COMPACT, VACUUM = (
     "purge",
+    "fold",
     "checkpoint",
     "retention",
     "compact",
@@ -64,6 +72,10 @@ class MaintenancePolicy:
     compact_min_files: int = 20
     target_file_bytes: int = 128 * 1024
     purge_every_commits: int = 100
+    # A fold rewrites the files holding replaced versions: fewer, larger folds rewrite less
+    # per scope, and one run is bounded like a commit.
+    fold_min_scopes: int = 200
+    fold_max_scopes: int = 2000
     checkpoint_every_commits: int = IDLE_CHECKPOINT_COMMITS
 
     @classmethod
@@ -112,11 +124,12 @@ class Maintenance:
         self.commits = 0  # commits this process made (counted by the import loop)
         self._since_purge = 0
         started = clock()
-        self._last = {PURGE: started, COMPACT: started, VACUUM: started}
+        self._last = {PURGE: started, FOLD: started, COMPACT: started, VACUUM: started}
         self._retention_checked = False  # in this process
         self._retention_fresh = False  # checked since the last VACUUM started
         self._compact_check = False  # a purge ran: see whether compaction is due
         self._commits_at_compact = 0
+        self._fold_not_before = started
         self._vacuum: threading.Thread | None = None
         self._vacuumed = False
 
@@ -147,6 +160,16 @@ class Maintenance:
         )
         if state is not None and self._since_purge > 0 and not state.pending_statuses and purge_due:
             return self._purge(state.sent_statuses_up_to)
+        fold_due = now >= self._fold_not_before and (
+            state is not None
+            and state.scopes > 0
+            and (
+                state.scopes >= policy.fold_min_scopes
+                or now - self._last[FOLD] >= policy.interval_s
+            )
+        )
+        if fold_due:
+            return self._fold()
         if self.store.commits_since_checkpoint >= policy.checkpoint_every_commits:
             return self._run(CHECKPOINT, self._checkpoint)
         if not policy.enabled:
@@ -162,9 +185,11 @@ class Maintenance:
 
     def run_all(self, *, up_to_status: int = -1) -> list[StepReport]:
         """Every step now, in order, in this thread (``scd content maintain``)."""
-        policy = self.policy
-        reports = [
-            self._purge(up_to_status),
+        policy, state = self.policy, self.store.state
+        reports = [self._purge(up_to_status)]
+        while state is not None and state.scopes > 0:
+            reports.append(self._fold())
+        reports += [
             self._run(COMPACT, lambda: self.store.compact(policy.target_file_bytes)),
             self._run(RETENTION, self._set_retention),
             self._run(CHECKPOINT, self._checkpoint),
@@ -204,6 +229,14 @@ class Maintenance:
             return StepOutcome(before, self.store.file_stats().files)
 
         return self._run(PURGE, purge)
+
+    def _fold(self) -> StepReport:
+        now = self._last[FOLD] = self.clock()
+        try:
+            return self._run(FOLD, lambda: self.store.fold(self.policy.fold_max_scopes))
+        except Exception:
+            self._fold_not_before = now + min(FOLD_RETRY_S, self.policy.interval_s)
+            raise
 
     def _checkpoint(self) -> None:
         self.store.checkpoint()

@@ -3,13 +3,18 @@
 One table holds both, told apart by ``kind``, so that a package's
 content changes and its offset land in one Delta commit:
 
-* ``node``: one row per content node: path, parent, name, typed properties, binaries.
+* ``node``: one row per version of a content node: path, parent, name, typed properties,
+  binaries, and the offset of the package that wrote it.
+* ``scope``: one row per root of an imported ADD or DELETE package: the path (``info`` is
+  ``deep`` when everything below it is included) whose older versions the package replaced.
 * ``offset``: processed offset (append-only; the current one is the maximum).
 * ``clear``: clear offset from clear commands (append-only; the current one is the maximum).
 * ``status``: package statuses committed with their import, to be sent after it.
 * ``meta``: the subscriber instance id, per table location.
 
-Query the content with plain Spark SQL: ``SELECT * FROM delta.`<path>` WHERE kind = 'node'``.
+An import only ever appends: an update or a delete costs what a new page costs. The current
+tree is the node versions no later scope covers (``current_nodes_sql``, the query documented in
+the README); the store's purge deletes covered versions and their scopes in its idle time.
 A property is ``{type, multi, values}`` with values in canonical text form (long and double
 as decimal text, bool as true/false, date as ISO-8601 UTC); binaries are references into the
 blob store ``{blob_key, size, sha256, content_type}`` or small inline ``data``.
@@ -25,6 +30,7 @@ from typing import Any
 from journal.wire.package import Binary, BlobRef, Node, Value
 
 KIND_NODE = "node"
+KIND_SCOPE = "scope"
 KIND_OFFSET = "offset"
 KIND_CLEAR = "clear"
 KIND_STATUS = "status"
@@ -104,6 +110,28 @@ def rows_selected(keys: dict[str, set[str]]) -> str:
     )
 
 
+def current_nodes_sql(table: str, where: str = "TRUE") -> str:
+    """The current content tree of a store table (``delta.`<location>```), restricted to the
+    node paths ``where`` selects: the node versions that no scope of a later offset covers.
+    The paths at and above a node (its "ancestors or self") are where a scope covering it
+    can be; the equi-join on them keeps the query linear in the table's size."""
+    return f"""WITH t AS (SELECT * FROM {table}),
+nodes AS (SELECT * FROM t WHERE kind = 'node' AND ({where})),
+scopes AS (
+  SELECT path AS scope, offset AS scope_offset, info = 'deep' AS deep FROM t WHERE kind = 'scope'
+),
+places AS (
+  SELECT path, offset, place FROM nodes
+  LATERAL VIEW explode(transform(sequence(1, size(split(path, '/'))),
+    i -> if(i = 1, '/', array_join(slice(split(path, '/'), 1, i), '/')))) a AS place
+),
+covered AS (
+  SELECT DISTINCT p.path, p.offset FROM places p
+  JOIN scopes s ON s.scope = p.place AND s.scope_offset > p.offset AND (s.deep OR p.place = p.path)
+)
+SELECT n.* FROM nodes n LEFT ANTI JOIN covered c ON n.path = c.path AND n.offset = c.offset"""
+
+
 def parent_and_name(path: str) -> tuple[str | None, str]:
     if path == "/":
         return None, ""
@@ -155,7 +183,7 @@ def node_row(node: Node, offset: int, pkg_id: str, pub_agent: str, now_ms: int) 
             properties[name] = (vtype, False, [text])
     parent, name = parent_and_name(node.path)
     return (
-        "node",
+        KIND_NODE,
         node.path,
         parent,
         name,
@@ -166,6 +194,25 @@ def node_row(node: Node, offset: int, pkg_id: str, pub_agent: str, now_ms: int) 
         pub_agent,
         None,
         None,
+        now_ms,
+    )
+
+
+def scope_row(
+    path: str, deep: bool, offset: int, pkg_id: str, pub_agent: str, now_ms: int
+) -> tuple[Any, ...]:
+    return (
+        KIND_SCOPE,
+        path,
+        None,
+        None,
+        None,
+        None,
+        offset,
+        pkg_id,
+        pub_agent,
+        None,
+        "deep" if deep else None,
         now_ms,
     )
 

@@ -40,6 +40,7 @@ class StoreState:
     pending_statuses: list[tuple[int, str, str]] = field(default_factory=list)
     # (offset, pub_agent, status name), in offset order
     sent_statuses_up_to: int = -1  # statuses up to here were sent and may be purged
+    scopes: int = 0  # scope rows not yet folded (``Store.fold``)
 
     def clear_offset(self, pub_agent: str) -> int:
         """Packages of ``pub_agent`` up to this offset were cleared (-1: none)."""
@@ -98,6 +99,11 @@ class Store(Protocol):
 
     def forget_statuses(self, up_to_offset: int) -> None:
         """Remove sent statuses (offset <= up_to_offset) and superseded offset rows."""
+
+    def fold(self, max_scopes: int) -> StepOutcome:
+        """Remove the node versions that the oldest ``max_scopes`` scopes replaced, and those
+        scopes, in one commit; the current tree stays the same (``state.scopes``: how many
+        are left)."""
 
     def checkpoint(self) -> None:
         """Compact the store's log so readers replay less (a no-op where there is none)."""

@@ -114,7 +114,7 @@ def _check_subscriber_takes(garbage: r.Garbage, blobs: LocalBlobStore) -> None:
     message = decoded.package_message
     if message is None or decoded.package is None:
         return  # another agent's package, or another message type: skipped
-    changes = ChangeSet(set())
+    changes = ChangeSet()
     unit = Unit(5, message.pub_agent_name, message.pkg_id, message.req_type, decoded.package)
     try:
         changes.add(unit)
@@ -173,7 +173,7 @@ def test_every_package_the_content_rules_accept_becomes_store_rows(
         check_package(package, package.req_type)
     except ScdError:
         return
-    changes = ChangeSet(set())
+    changes = ChangeSet()
     changes.add(Unit(7, "publish", "p", package.req_type, package))
     for node in changes.upserts.values():
         node_row(node, 7, "p", "publish", 0)

@@ -50,6 +50,7 @@ class MemoryStore:
     fail_commits: int = 0  # the next N commits raise
     fail_after_landing: bool = False  # ... after having landed (as a lost Delta answer)
     checkpoints: int = 0
+    scopes: int = 0  # scope rows written and not folded (the tree is kept current anyway)
     # Maintenance: every call in order, with its argument; one "file" per commit until a
     # compaction.
     maintenance_calls: list[tuple[str, object]] = field(default_factory=list)
@@ -90,11 +91,12 @@ class MemoryStore:
             offset=self._offset,
             clear_offsets=dict(self._clears),
             pending_statuses=sorted(self._statuses),
+            scopes=self.scopes,
         )
         return self.state
 
     def begin(self) -> ChangeSet:
-        return ChangeSet(self.tree.keys())
+        return ChangeSet()
 
     def commit(self, changes: ChangeSet) -> None:
         assert self.state is not None, "open() the store first"
@@ -107,9 +109,12 @@ class MemoryStore:
         if self.fail_commits and not self.fail_after_landing:
             self.fail_commits -= 1
             raise RuntimeError("injected commit failure")
-        for path in changes.deletes:
+        for path in [
+            p for p, n in self.tree.items() if any(s.covers(p, n.offset) for s in changes.scopes)
+        ]:
             del self.tree[path]
         self.tree.update(nodes)
+        self.scopes += len(changes.scopes)
         statuses = [(o, a, status_name(s)) for o, a, s in changes.statuses]
         self._statuses.extend(statuses)
         self._offset = last.offset
@@ -118,6 +123,7 @@ class MemoryStore:
         self.commits_since_checkpoint += 1
         self.state.offset = last.offset
         self.state.pending_statuses.extend(statuses)
+        self.state.scopes = self.scopes
         if self.fail_commits:
             self.fail_commits -= 1
             raise RuntimeError("injected failure after the commit landed")
@@ -145,6 +151,12 @@ class MemoryStore:
         self.state.pending_statuses = [
             s for s in self.state.pending_statuses if s[0] > up_to_offset
         ]
+
+    def fold(self, max_scopes: int) -> StepOutcome:
+        assert self.state is not None
+        self.maintenance_calls.append(("fold", max_scopes))
+        self.scopes = self.state.scopes = max(0, self.scopes - max_scopes)
+        return StepOutcome(self.files, self.files)
 
     def checkpoint(self) -> None:
         self.maintenance_calls.append(("checkpoint", None))

@@ -27,7 +27,7 @@ AGENT_WAIT_S = 120.0
 
 def store_paths(agent: SubscriberAgent) -> set[str]:
     assert isinstance(agent.store, DeltaStore)
-    return agent.store.paths
+    return h.stored_paths(agent.store)
 
 
 def site(offset_tag: str, *paths: str) -> list[Any]:
@@ -291,7 +291,7 @@ def test_statuses_committed_but_not_sent_are_sent_on_restart(env: Env, spark: An
     store = DeltaStore(spark, str(env.tmp / "store"))
     store.open()
     unit = h.unit_for(env.journal, env.js, offset)
-    store.commit(new_change_set(store.paths, [dataclasses.replace(unit, status=m.Status.IMPORTED)]))
+    store.commit(new_change_set([dataclasses.replace(unit, status=m.Status.IMPORTED)]))
     assert h.statuses(env.journal, env.js) == {}  # committed, never sent: the "crash"
 
     agent = env.agent(spark, editable=True)  # open() resends what the store holds

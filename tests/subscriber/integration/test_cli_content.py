@@ -48,7 +48,6 @@ def test_ls_cat_export(spark: Any, tmp_path: Path) -> None:
     store.open()
     store.commit(
         new_change_set(
-            store.paths,
             [add(0, "/site", node("/site"), file_node("/site/a.txt", b"hello\n"), big)],
         )
     )
@@ -89,7 +88,7 @@ def test_maintain_compacts_and_vacuums_without_changing_the_content(
     store.open()
     for offset in range(6):  # one file per commit, and replacing commits
         page = f"/site/p{offset % 4}"
-        store.commit(new_change_set(store.paths, [add(offset, page, node(page, v=str(offset)))]))
+        store.commit(new_change_set([add(offset, page, node(page, v=str(offset)))]))
     before = {n.path: n for n in DeltaStore(spark, str(store_path)).nodes("/")}
     env = {**os.environ, "SCD_SUBSCRIBER_SPARK_JARS": ",".join(spark_jars())}
 

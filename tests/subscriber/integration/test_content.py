@@ -487,8 +487,8 @@ def build_store(spark: Any, location: str, blobs: BlobStore) -> tuple[DeltaStore
         add(2, "/content/gone", node("/content/gone", x="y")),
         delete(3, "/content/gone"),
     ]
-    store.commit(new_change_set(store.paths, units[:1]))
-    store.commit(new_change_set(store.paths, units[1:]))
+    store.commit(new_change_set(units[:1]))
+    store.commit(new_change_set(units[1:]))
     return store, files
 
 

@@ -31,7 +31,7 @@ def import_one_at_a_time(store: DeltaStore, first: int, count: int) -> None:
             unit = add(offset, f"/s/p{offset - 2}", node(f"/s/p{offset - 2}", v=f"edit{offset}"))
         else:
             unit = add(offset, f"/s/p{offset}", node(f"/s/p{offset}", v="new"), deep=True)
-        store.commit(new_change_set(store.paths, [unit]))
+        store.commit(new_change_set([unit]))
 
 
 def content(spark: Any, location: str) -> tuple[int | None, dict[str, StoredNode]]:
@@ -133,7 +133,7 @@ def test_a_purge_never_rewrites_what_an_earlier_purge_wrote(spark: Any, tmp_path
 
     for offset in range(5, 8):  # new pages only: no commit rewrites an earlier file
         unit = add(offset, f"/n/p{offset}", node(f"/n/p{offset}"))
-        store.commit(new_change_set(store.paths, [unit]))
+        store.commit(new_change_set([unit]))
     store.forget_statuses(-1)
     assert purged <= active_files(spark, location)
     assert DeltaStore(spark, location).open().offset == 7

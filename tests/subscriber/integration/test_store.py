@@ -12,9 +12,9 @@ import pytest
 from journal.wire.messages import Status
 from subscriber.changes import new_change_set
 from subscriber.delta_store import CHECKPOINT_INTERVAL, CHECKPOINT_PROPERTY, DeltaStore
-from subscriber.rows import SCHEMA, rows_frame
+from subscriber.rows import SCHEMA, current_nodes_sql, rows_frame
 from subscriber.store import WriterDeposed
-from tests.subscriber.harness import committed_offsets, last_checkpoint
+from tests.subscriber.harness import committed_offsets, last_checkpoint, stored_paths
 from tests.subscriber.packages import add, delete, node
 
 pytestmark = pytest.mark.integration
@@ -28,20 +28,18 @@ def test_commits_reopen_and_history(spark: Any, tmp_path: Path) -> None:
     assert state.clear_offset("publish") == -1
     instance = state.instance_id
 
-    store.commit(
-        new_change_set(store.paths, [add(0, "/a", node("/a", title="A"), node("/a/b", n=7))])
-    )
+    store.commit(new_change_set([add(0, "/a", node("/a", title="A"), node("/a/b", n=7))]))
     first = add(1, "/a", node("/a", title="A2"), node("/a/c", data=b"\x00\x01"))
     first = dataclasses.replace(first, status=Status.IMPORTED)
-    store.commit(new_change_set(store.paths, [first, delete(2, "/x")]))
-    assert store.paths == {"/a", "/a/c"}
+    store.commit(new_change_set([first, delete(2, "/x")]))
+    assert stored_paths(store) == {"/a", "/a/c"}
 
     again = DeltaStore(spark, location)
     state = again.open()
     assert state.instance_id == instance
     assert state.offset == 2
     assert state.pending_statuses == [(1, "publish", "IMPORTED")]
-    assert again.paths == {"/a", "/a/c"}
+    assert stored_paths(again) == {"/a", "/a/c"}
     a = again.node("/a")
     assert a is not None
     assert a.properties["title"] == ("string", False, ["A2"])
@@ -53,8 +51,9 @@ def test_commits_reopen_and_history(spark: Any, tmp_path: Path) -> None:
 
     history = [h for h in again.history() if h["metadata"] and "offsets" in h["metadata"]]
     assert [h["metadata"]["offsets"] for h in history] == [[0, 0], [1, 2]]
-    # An append, then a write replacing the rows of the updated and deleted paths.
+    # Imports only append: the update and the delete were written as a version and scopes.
     assert [h["operation"] for h in history] == ["WRITE", "WRITE"]
+    assert [h["metadata"]["scopes"] for h in history] == [1, 2]
 
     again.forget_statuses(1)
     assert DeltaStore(spark, location).open().pending_statuses == []
@@ -64,13 +63,23 @@ def test_commits_reopen_and_history(spark: Any, tmp_path: Path) -> None:
     cloned = DeltaStore(spark, clone)
     cstate = cloned.open()
     assert cstate.offset == 2
-    assert cloned.paths == {"/a", "/a/c"}
+    assert stored_paths(cloned) == {"/a", "/a/c"}
     assert cstate.instance_id != instance  # a copy is a new subscriber instance
 
-    assert (
-        spark.sql(f"SELECT count(*) AS n FROM delta.`{location}` WHERE kind = 'node'").first()["n"]
-        == 2
-    )
+    def rows(kind: str) -> int:
+        query = f"SELECT count(*) AS n FROM delta.`{location}` WHERE kind = '{kind}'"
+        return int(spark.sql(query).first()["n"])
+
+    current = f"SELECT path FROM ({current_nodes_sql(f'delta.`{location}`')}) ORDER BY path"
+    assert [r["path"] for r in spark.sql(current).collect()] == ["/a", "/a/c"]
+    assert (rows("node"), rows("scope")) == (4, 3)  # /a and /a/b replaced, not yet folded
+    assert again.state is not None
+    assert again.state.scopes == 3
+    again.fold(max_scopes=1000)
+    assert (rows("node"), rows("scope")) == (2, 0)
+    assert again.state.scopes == 0
+    assert [r["path"] for r in spark.sql(current).collect()] == ["/a", "/a/c"]
+    assert stored_paths(again) == {"/a", "/a/c"}
 
 
 def test_clear_offset_only_grows(spark: Any, tmp_path: Path) -> None:
@@ -101,13 +110,10 @@ def test_updates_and_deletes_of_awkward_paths_touch_only_those_nodes(
 ) -> None:
     store = DeltaStore(spark, str(tmp_path / "awkward"))
     store.open()
-    store.commit(
-        new_change_set(store.paths, [add(0, "/q", *(node(p, v="old") for p in AWKWARD_PATHS))])
-    )
+    store.commit(new_change_set([add(0, "/q", *(node(p, v="old") for p in AWKWARD_PATHS))]))
     updated, deleted = AWKWARD_PATHS[0::2], AWKWARD_PATHS[1::2]
     store.commit(
         new_change_set(
-            store.paths,
             [
                 add(1, updated[0], node(updated[0], v="new"), deep=False),
                 *(add(2 + i, p, node(p, v="new"), deep=False) for i, p in enumerate(updated[1:])),
@@ -136,15 +142,15 @@ def test_a_commit_that_errs_after_landing_counts_as_committed(
         raise RuntimeError("connection refused")
 
     monkeypatch.setattr(store, "_write", lands_then_fails)
-    store.commit(new_change_set(store.paths, [add(0, "/e", node("/e", v="1"))]))
+    store.commit(new_change_set([add(0, "/e", node("/e", v="1"))]))
     assert store.state is not None
     assert store.state.offset == 0
-    assert store.paths == {"/e"}
+    assert stored_paths(store) == {"/e"}
     monkeypatch.setattr(store, "_write", fails)
     with pytest.raises(RuntimeError, match="refused"):
-        store.commit(new_change_set(store.paths, [add(1, "/f", node("/f", v="1"))]))
+        store.commit(new_change_set([add(1, "/f", node("/f", v="1"))]))
     assert store.committed_offset() == 0
-    assert store.paths == {"/e"}
+    assert stored_paths(store) == {"/e"}
 
 
 def test_the_table_has_the_declared_schema(spark: Any, tmp_path: Path) -> None:
@@ -153,7 +159,7 @@ def test_the_table_has_the_declared_schema(spark: Any, tmp_path: Path) -> None:
 
     store = DeltaStore(spark, str(tmp_path / "store"))
     store.open()
-    store.commit(new_change_set(store.paths, [add(0, "/a", node("/a", title="A", data=b"\x01"))]))
+    store.commit(new_change_set([add(0, "/a", node("/a", title="A", data=b"\x01"))]))
     declared = StructType.fromDDL(SCHEMA)
     assert isinstance(declared, StructType)
     assert rows_frame(spark, []).schema == declared
@@ -181,7 +187,7 @@ def test_checkpoints_come_from_the_store_not_every_tenth_commit(spark: Any, tmp_
     store.open()
     assert _checkpoint_interval(spark, store.location) == str(CHECKPOINT_INTERVAL)
     for offset in range(12):  # past Delta's default interval of 10
-        store.commit(new_change_set(store.paths, [add(offset, f"/c{offset}", node(f"/c{offset}"))]))
+        store.commit(new_change_set([add(offset, f"/c{offset}", node(f"/c{offset}"))]))
     assert last_checkpoint(store.location) is None
     assert store.commits_since_checkpoint == 13  # the instance row, then 12 imports
 
@@ -229,8 +235,8 @@ def test_new_tables_are_unpartitioned_and_tables_partitioned_by_kind_keep_workin
     rows_frame(spark, []).write.format("delta").partitionBy("kind").save(old)
     store = DeltaStore(spark, old)
     store.open()
-    store.commit(new_change_set(store.paths, [add(0, "/a", node("/a")), add(1, "/b", node("/b"))]))
-    store.commit(new_change_set(store.paths, [add(2, "/a", node("/a")), delete(3, "/b")]))
+    store.commit(new_change_set([add(0, "/a", node("/a")), add(1, "/b", node("/b"))]))
+    store.commit(new_change_set([add(2, "/a", node("/a")), delete(3, "/b")]))
     assert _partition_columns(spark, old) == ["kind"]
     reopened = DeltaStore(spark, old)
     assert reopened.open().offset == 3
@@ -245,13 +251,13 @@ def test_claimed_stores_in_one_session_and_a_deposed_writer(spark: Any, tmp_path
     for store in (first, other):
         store.claim(1, "writer-1")
         store.open()
-        store.commit(new_change_set(store.paths, [add(0, "/x", node("/x"))]))
+        store.commit(new_change_set([add(0, "/x", node("/x"))]))
     DeltaStore(spark, first.location).claim(2, "writer-2")
     with pytest.raises(WriterDeposed):
-        first.commit(new_change_set(first.paths, [add(1, "/y", node("/y"))]))
+        first.commit(new_change_set([add(1, "/y", node("/y"))]))
     with pytest.raises(WriterDeposed):
         first.record_offset(5, "skip")
-    other.commit(new_change_set(other.paths, [add(1, "/y", node("/y"))]))
+    other.commit(new_change_set([add(1, "/y", node("/y"))]))
     assert committed_offsets(DeltaStore(spark, first.location)) == [0]
     assert committed_offsets(other) == [0, 1]
     assert DeltaStore(spark, first.location).open().offset == 0

@@ -5,48 +5,65 @@ from __future__ import annotations
 import pytest
 
 from journal.wire.rules import ContentRuleError, check_package
-from subscriber.changes import new_change_set
+from subscriber.changes import ChangeSet, Scope, new_change_set
 from tests.subscriber.packages import add, delete, node
 
 
-def test_add_to_empty_store_is_insert_only() -> None:
-    cs = new_change_set(set(), [add(0, "/a", node("/a"), node("/a/b"))])
+def tree_after(stored: set[str], changes: ChangeSet, stored_at: int = 0) -> dict[str, int]:
+    """The current tree (path -> offset) after ``changes`` on ``stored`` (written at
+    ``stored_at``), applied as a store does: what a scope covers goes, the upserts come."""
+    tree = {p: stored_at for p in stored if not any(s.covers(p, stored_at) for s in changes.scopes)}
+    tree.update((p, o) for p, (o, _) in changes.node_offsets.items())
+    return tree
+
+
+def test_add_to_empty_store() -> None:
+    cs = new_change_set([add(1, "/a", node("/a"), node("/a/b"))])
     assert set(cs.upserts) == {"/a", "/a/b"}
-    assert cs.inserts_only
-    assert not cs.deletes
+    assert cs.scopes == [Scope("/a", True, 1)]
+    assert tree_after(set(), cs) == {"/a": 1, "/a/b": 1}
 
 
 def test_deep_add_replaces_the_subtree() -> None:
-    cs = new_change_set(
-        {"/a", "/a/old", "/a/b", "/other"}, [add(5, "/a", node("/a"), node("/a/b"))]
-    )
-    assert cs.deletes == {"/a/old"}
-    assert set(cs.upserts) == {"/a", "/a/b"}
-    assert not cs.inserts_only
+    cs = new_change_set([add(5, "/a", node("/a"), node("/a/b"))])
+    assert tree_after({"/a", "/a/old", "/a/b", "/other"}, cs) == {"/a": 5, "/a/b": 5, "/other": 0}
 
 
 def test_shallow_add_touches_one_node() -> None:
-    cs = new_change_set({"/a", "/a/old"}, [add(1, "/a", node("/a", title="t"), deep=False)])
-    assert not cs.deletes
-    assert set(cs.upserts) == {"/a"}
+    cs = new_change_set([add(1, "/a", node("/a", title="t"), deep=False)])
+    assert cs.scopes == [Scope("/a", False, 1)]
+    assert tree_after({"/a", "/a/old"}, cs) == {"/a": 1, "/a/old": 0}
 
 
 def test_deep_and_shallow_delete() -> None:
     existing = {"/a", "/a/b", "/a/b/c", "/ab"}
-    assert new_change_set(existing, [delete(1, "/a")]).deletes == {"/a", "/a/b", "/a/b/c"}
-    assert new_change_set(existing, [delete(1, "/a/b", deep=False)]).deletes == {"/a/b"}
+    assert tree_after(existing, new_change_set([delete(1, "/a")])) == {"/ab": 0}
+    shallow = new_change_set([delete(1, "/a/b", deep=False)])
+    assert tree_after(existing, shallow) == {"/a": 0, "/a/b/c": 0, "/ab": 0}
+    assert not shallow.upserts
+
+
+def test_a_scope_covers_only_older_versions() -> None:
+    scope = Scope("/a", True, 5)
+    assert scope.covers("/a", 4)
+    assert scope.covers("/a/b/c", 0)
+    assert not scope.covers("/a", 5)  # the package's own nodes
+    assert not scope.covers("/a/b", 6)
+    assert not scope.covers("/ab", 0)
+    assert Scope("/", True, 1).covers("/x/y", 0)
+    assert not Scope("/a", False, 5).covers("/a/b", 0)
 
 
 def test_order_within_a_batch_matters() -> None:
     cs = new_change_set(
-        {"/a"}, [add(1, "/a/x", node("/a/x")), delete(2, "/a"), add(3, "/a/y", node("/a/y"))]
+        [add(1, "/a/x", node("/a/x")), delete(2, "/a"), add(3, "/a/y", node("/a/y"))]
     )
-    assert cs.deletes == {"/a"}
     assert set(cs.upserts) == {"/a/y"}
     assert cs.node_offsets["/a/y"] == (3, "p3")
-    again = new_change_set(set(), [delete(1, "/a"), add(2, "/a", node("/a"), node("/a/z"))])
+    assert tree_after({"/a"}, cs) == {"/a/y": 3}
+    again = new_change_set([delete(1, "/a"), add(2, "/a", node("/a"), node("/a/z"))])
     assert set(again.upserts) == {"/a", "/a/z"}
-    assert not again.deletes
+    assert tree_after({"/a", "/a/old"}, again) == {"/a": 2, "/a/z": 2}
 
 
 # A package reaches a change set only after the content rules (journal/wire/rules.py) passed:
@@ -67,6 +84,6 @@ def test_node_outside_the_filter_is_refused() -> None:
 
 
 def test_offsets_must_increase() -> None:
-    cs = new_change_set(set(), [add(3, "/a", node("/a"))])
+    cs = new_change_set([add(3, "/a", node("/a"))])
     with pytest.raises(ValueError):
         cs.add(add(3, "/a", node("/a")))

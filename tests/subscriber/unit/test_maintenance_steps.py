@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from journal.wire import messages as m
-from subscriber.maintenance import Maintenance, MaintenancePolicy
+from subscriber.maintenance import FOLD_RETRY_S, Maintenance, MaintenancePolicy
 from subscriber.store import StepOutcome
 from tests.subscriber.harness import Env
 from tests.subscriber.memory_store import MemoryStore
@@ -65,12 +65,12 @@ def test_each_call_runs_the_first_due_step_only() -> None:
     report = maintenance.reports[-1]
     assert (report.files_before, report.files_after) == (5, 1)
 
-    # The interval passed: the retention again (VACUUM deletes by it), VACUUM (in its
-    # thread), then nothing.
+    # The interval passed: the fold of the five scopes waiting, the retention again (VACUUM
+    # deletes by it), VACUUM (in its thread), then nothing.
     clock.offset += 61
-    assert [maintenance.step() is None for _ in range(2)] == [False, True]
+    assert [maintenance.step() is None for _ in range(3)] == [False, False, True]
     maintenance.wait(5)
-    assert calls(store)[-2:] == ["retention", "vacuum"]
+    assert calls(store)[-3:] == ["fold", "retention", "vacuum"]
     assert store.maintenance_calls[-1] == ("vacuum", (True,))  # first: full
     assert maintenance.step() is None
     clock.offset += 61
@@ -80,7 +80,7 @@ def test_each_call_runs_the_first_due_step_only() -> None:
     assert store.maintenance_calls[-1] == ("vacuum", (False,))  # then LITE
 
 
-def test_maintenance_off_only_purges_and_checkpoints() -> None:
+def test_maintenance_off_only_purges_folds_and_checkpoints() -> None:
     store = committed_store(4)
     clock = Clock()
     policy = MaintenancePolicy(enabled=False, purge_every_commits=4, checkpoint_every_commits=4)
@@ -90,7 +90,43 @@ def test_maintenance_off_only_purges_and_checkpoints() -> None:
     for _ in range(5):
         maintenance.step()
     maintenance.wait(5)
-    assert calls(store) == ["purge", "checkpoint"]
+    assert calls(store) == ["purge", "fold", "checkpoint"]
+
+
+def test_a_fold_runs_once_enough_scopes_wait_and_a_failed_one_waits_to_retry() -> None:
+    store = committed_store(3)
+    clock = Clock()
+    policy = MaintenancePolicy(fold_min_scopes=4, fold_max_scopes=10, interval_s=3600)
+    maintenance = Maintenance("sub", store, policy, clock=clock)
+    maintenance._retention_checked = True  # only the fold is of interest here
+    assert maintenance.step() is None  # 3 scopes: not yet
+    changes = store.begin()
+    changes.add(add(3, "/p3", node("/p3", v="x")))
+    store.commit(changes)
+    assert store.state is not None
+    assert store.state.scopes == 4
+    failing = FailingFold()
+    failing.shared, failing.scopes = store.shared, store.scopes
+    failing.open()
+    failing_maintenance = Maintenance("sub", failing, policy, clock=clock)
+    failing_maintenance._retention_checked = True
+    with pytest.raises(OSError):
+        failing_maintenance.step()
+    assert failing_maintenance.step() is None  # not again right away
+    clock.offset += FOLD_RETRY_S
+    with pytest.raises(OSError):
+        failing_maintenance.step()
+    report = maintenance.step()
+    assert report is not None
+    assert report.step == "fold"
+    assert store.state.scopes == 0
+    assert store.maintenance_calls[-1] == ("fold", 10)
+
+
+@dataclass
+class FailingFold(MemoryStore):
+    def fold(self, max_scopes: int) -> StepOutcome:
+        raise OSError("store unreachable")
 
 
 @dataclass
