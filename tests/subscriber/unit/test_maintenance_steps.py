@@ -126,7 +126,7 @@ def test_a_fold_runs_once_enough_scopes_wait_and_a_failed_one_waits_to_retry() -
 @dataclass
 class FailingFold(MemoryStore):
     def fold(self, max_scopes: int) -> StepOutcome:
-        raise OSError("store unreachable")
+        raise OSError(f"store unreachable (folding {max_scopes} scopes)")
 
 
 @dataclass
