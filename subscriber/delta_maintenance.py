@@ -20,7 +20,7 @@ LOG_RETENTION = "delta.logRetentionDuration"
 FILE_RETENTION = "delta.deletedFileRetentionDuration"
 # OPTIMIZE compacts files below minFileSize into files of up to maxFileSize (both 1 GiB by
 # default: every small file would join one ever-growing file, rewritten by every run and by
-# every replacing commit touching one of its rows). Files from half the target size up are left
+# every fold touching one of its rows). Files from half the target size up are left
 # alone, so a run rewrites at most half a target of earlier output.
 # VACUUM lists the table's directory in a Spark job of this many tasks (10,000 by default,
 # whatever the table's size): most of a VACUUM's time on a store of a few hundred files.

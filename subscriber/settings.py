@@ -74,8 +74,8 @@ class SubscriberSettings(ScdSettings):
     maintenance_interval_s: float = Field(default=3600.0, gt=0)
     maintenance_compact_min_files: int = Field(default=20, ge=2)
     # Compaction merges files below half this size into files of up to it. Larger files mean
-    # fewer of them, but every replacing commit rewrites the whole file holding a row it
-    # replaces, and that copy stays on disk for the retention (bench/README.md).
+    # fewer of them, but a fold rewrites the whole file holding a version it deletes, and that
+    # copy stays on disk for the retention (bench/README.md).
     maintenance_target_file_bytes: int = Field(default=128 * 1024, ge=1024)
     # One writer per store (subscriber/writer_lease.py, README "One writer per store"): the
     # writer renews its lease every renew_s; a standby takes over once the lease went

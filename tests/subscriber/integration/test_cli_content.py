@@ -86,7 +86,7 @@ def test_maintain_compacts_and_vacuums_without_changing_the_content(
     store_path = tmp_path / "store"
     store = DeltaStore(spark, str(store_path))
     store.open()
-    for offset in range(6):  # one file per commit, and replacing commits
+    for offset in range(6):  # one file per commit, and versions to fold
         page = f"/site/p{offset % 4}"
         store.commit(new_change_set([add(offset, page, node(page, v=str(offset)))]))
     before = {n.path: n for n in DeltaStore(spark, str(store_path)).nodes("/")}
@@ -96,7 +96,7 @@ def test_maintain_compacts_and_vacuums_without_changing_the_content(
     done = scd(env, "content", *args)
     assert done.returncode == 0, done.stderr.decode()
     reports = {r["step"]: r for r in json.loads(done.stdout)}  # Spark's output: on stderr
-    assert list(reports) == ["purge", "compact", "retention", "checkpoint", "vacuum"]
+    assert list(reports) == ["purge", "fold", "compact", "retention", "checkpoint", "vacuum"]
     assert reports["compact"]["files_after"] < reports["compact"]["files_before"]
     assert reports["vacuum"]["files_deleted"] > 0
     after = DeltaStore(spark, str(store_path))

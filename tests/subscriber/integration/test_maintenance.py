@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def import_one_at_a_time(store: DeltaStore, first: int, count: int) -> None:
     """``count`` packages from offset ``first``, one commit each: new pages, and every third
-    one an edit of an earlier page (a replacing commit) or, every seventh, a delete."""
+    one an edit of an earlier page (a new version and a scope) or, every seventh, a delete."""
     for offset in range(first, first + count):
         if offset % 7 == 6:
             unit = delete(offset, f"/s/p{offset - 5}", deep=True)

@@ -90,8 +90,8 @@ def test_clear_offset_only_grows(spark: Any, tmp_path: Path) -> None:
     assert DeltaStore(spark, str(tmp_path / "s")).open().clear_offset("publish") == 5
 
 
-# Paths the replacing commit must quote exactly: SQL quotes and escapes, wildcards, a newline,
-# non-ASCII text, and a prefix of another path.
+# Paths that scopes, reads and folds must quote exactly: SQL quotes and escapes, wildcards, a
+# newline, non-ASCII text, and a prefix of another path.
 AWKWARD_PATHS = [
     "/q/it's",
     "/q/back\\slash",
@@ -123,6 +123,19 @@ def test_updates_and_deletes_of_awkward_paths_touch_only_those_nodes(
     )
     nodes = {n.path: n.properties["v"][2] for n in DeltaStore(spark, store.location).nodes("/q")}
     assert nodes == {p: ["new"] for p in updated}
+    for path in AWKWARD_PATHS:
+        found = store.node(path)
+        assert (found and found.properties["v"][2]) == (["new"] if path in updated else None)
+    # A deep delete whose path would break an unquoted predicate; folding keeps the tree.
+    gone = "/q/x') OR ('1' = '1"
+    store.commit(new_change_set([delete(20, gone, deep=True)]))
+    store.fold(max_scopes=1000)
+    assert store.state is not None
+    assert store.state.scopes == 0
+    left = {n.path: n.properties["v"][2] for n in DeltaStore(spark, store.location).nodes("/q")}
+    assert left == {p: ["new"] for p in updated if p != gone}
+    rows = spark.read.format("delta").load(store.location).where("kind = 'node'").count()
+    assert rows == len(left)
 
 
 def test_a_commit_that_errs_after_landing_counts_as_committed(

@@ -1,0 +1,476 @@
+"""A store of a million nodes: open time, memory, and the commit time of small batches.
+
+* ``generate``: writes a site-like store of ``--pages`` pages (10 nodes each, under 10 languages
+  x 50 sections x 20 categories: paths of 6 to 9 levels, 70 to 100 characters) plus the folders,
+  directly with Spark in the store's row schema, then an offset row and a checkpoint as the
+  subscriber leaves them. ``--layout sorted`` range-partitions the rows by path (what a path
+  ordered load or a clustering OPTIMIZE leaves: each file holds one path range, so file
+  statistics skip the others); ``random`` spreads paths over every file (a store grown from
+  packages in arrival order and bin-packed).
+* ``measure``: in a fresh process, opens the store (timed; Python driver RSS and the Spark JVM's
+  RSS after it), then commits, alternating, batches of each kind: one package with a new page,
+  an update of an existing page, a deep delete of a page (10 nodes) and of a category (~100
+  nodes), and ten packages of new pages, of updates, and of deletes. Per kind the commit time,
+  and its ratio to the new pages' of the same size. Then the fold of the scopes the commits
+  left (timed), peak RSS, and ``scd content ls`` of a category (to /dev/null: time and peak RSS
+  of that process).
+* ``compare``: commit times of one-package appends and updates on a small store (200 pages),
+  for two source trees side by side (``--before DIR``: another checkout, such as a store layout
+  to compare with; the current tree is ``after``), each run in its own process, alternating.
+
+    .venv/bin/python bench/subscriber_bigstore.py generate --store /tmp/big --pages 100000
+    .venv/bin/python bench/subscriber_bigstore.py measure --store /tmp/big
+    .venv/bin/python bench/subscriber_bigstore.py compare --before /tmp/scd-before
+
+Everything prints JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# ``compare`` runs this script against another source tree (SCD_BENCH_TREE).
+sys.path.insert(0, os.environ.get("SCD_BENCH_TREE", str(Path(__file__).resolve().parent.parent)))
+
+from journal.wire import messages as m
+from journal.wire.package import NODE_TYPE, ContentPackage, FilterRoot, Node
+from subscriber.changes import Unit
+from subscriber.delta_store import DeltaStore
+from subscriber.maintenance import MaintenancePolicy
+from subscriber.settings import SubscriberSettings
+from subscriber.spark import spark_config
+
+SPARK_MASTER = "local[2]"
+LANGUAGES = ["en", "de", "fr", "it", "es", "nl", "pt", "ja", "zh", "ko"]
+SECTIONS = 50
+CATEGORIES = 20
+PAGE_NODES = [
+    "",
+    "/jcr:content",
+    "/jcr:content/par",
+    "/jcr:content/par/title",
+    "/jcr:content/par/text-1",
+    "/jcr:content/par/text-2",
+    "/jcr:content/par/text-3",
+    "/jcr:content/par/image",
+    "/jcr:content/par/teaser",
+    "/jcr:content/image",
+]
+# Rows per data file of a generated store: about the store's compaction target (256 KiB).
+ROWS_PER_FILE = 2000
+PUB_AGENT = "publish"
+REPO_DIR = Path(__file__).resolve().parent.parent
+
+
+def spark_jars() -> list[str]:
+    """Delta's jars, fetched by deploy/spark-jars.sh (instant once fetched)."""
+    lists = subprocess.run(
+        ["bash", str(REPO_DIR / "deploy" / "spark-jars.sh")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return [jar for name in lists for jar in Path(name).read_text().split()]
+
+
+def session(app: str) -> Any:
+    from pyspark.sql import SparkSession
+
+    probe = SubscriberSettings(spark_master=SPARK_MASTER, spark_jars=spark_jars())
+    builder = SparkSession.builder.master(SPARK_MASTER).appName(app)
+    for key, value in {
+        **spark_config(probe),
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+# ---------------------------------------------------------------------------- the site's tree
+def category_path(page: int) -> str:
+    lang = LANGUAGES[(page // (SECTIONS * CATEGORIES * 10)) % len(LANGUAGES)]
+    section = (page // (CATEGORIES * 10)) % SECTIONS
+    category = (page // 10) % CATEGORIES
+    return f"/content/site/{lang}/products-and-solutions-{section:02d}/category-{category:02d}"
+
+
+def page_path(page: int) -> str:
+    return f"{category_path(page)}/page-{page:06d}-article"
+
+
+def prop(vtype: str, values: str) -> str:
+    """A property of the store's row schema, as a Spark SQL expression."""
+    return f"named_struct('type', '{vtype}', 'multi', false, 'values', array({values}))"
+
+
+def generate(args: argparse.Namespace) -> dict[str, Any]:
+    spark = session("scd-bench-bigstore-generate")
+    store = DeltaStore(spark, args.store)
+    started = time.perf_counter()
+    store.open()  # creates the table (schema, properties, instance row)
+    pages = args.pages
+    langs = "array(" + ", ".join(f"'{x}'" for x in LANGUAGES) + ")"
+    suffixes = "array(" + ", ".join(f"'{s}'" for s in PAGE_NODES) + ")"
+    per_lang = SECTIONS * CATEGORIES * 10
+    category = (
+        f"concat('/content/site/', element_at({langs}, cast(p div {per_lang} % {len(LANGUAGES)}"
+        f" as int) + 1), '/products-and-solutions-', lpad(cast(p div {CATEGORIES * 10} % "
+        f"{SECTIONS} as string), 2, '0'), '/category-', lpad(cast(p div 10 % {CATEGORIES} as "
+        "string), 2, '0'))"
+    )
+    page = f"concat({category}, '/page-', lpad(cast(p as string), 6, '0'), '-article')"
+    nodes = spark.range(pages * len(PAGE_NODES)).selectExpr(
+        f"id div {len(PAGE_NODES)} as p", f"cast(id % {len(PAGE_NODES)} as int) as n"
+    )
+    nodes = nodes.selectExpr(
+        "p",
+        "n",
+        f"concat({page}, element_at({suffixes}, n + 1)) as path",
+    )
+    text = "concat(sha2(cast(p * 10 + n as string), 256), sha2(cast(p as string), 512))"
+    base_props = {
+        "jcr:primaryType": prop("string", "if(n = 0, 'cq:Page', 'nt:unstructured')"),
+        "jcr:title": prop("string", "concat('Article ', p, ' part ', n)"),
+        "jcr:lastModified": prop("date", "'2026-01-01T00:00:00.000+00:00'"),
+        "sling:resourceType": prop("string", "'site/components/text'"),
+    }
+    base = "map(" + ", ".join(f"'{k}', {v}" for k, v in base_props.items()) + ")"
+    properties = (
+        f"CASE WHEN n BETWEEN 4 AND 8 THEN map_concat({base}, map('text', "
+        f"{prop('string', text)})) ELSE {base} END"
+    )
+    binaries = (
+        "CASE WHEN n IN (7, 9) THEN map('file', named_struct('blob_key', concat('blobs/', "
+        "sha2(path, 256)), 'size', cast(40000 + p % 9000 as bigint), 'sha256', sha2(path, 256), "
+        "'content_type', 'image/jpeg', 'data', cast(null as binary))) END"
+    )
+    node_rows = nodes.selectExpr(
+        "'node' as kind",
+        "path",
+        "substring_index(path, '/', size(split(path, '/')) - 1) as parent",
+        "substring_index(path, '/', -1) as name",
+        f"{properties} as properties",
+        f"{binaries} as binaries",
+        "p as offset",
+        "concat('pkg-', p) as pkg_id",
+        f"'{PUB_AGENT}' as pub_agent",
+        "cast(null as string) as status",
+        "cast(null as string) as info",
+        "cast(1767225600000 + p as bigint) as updated_ms",
+    )
+    folders = sorted(
+        {category_path(p) for p in range(0, pages, 10)}
+        | {category_path(p).rsplit("/", 1)[0] for p in range(0, pages, 10)}
+        | {category_path(p).rsplit("/", 2)[0] for p in range(0, pages, 10)}
+        | {"/content/site", "/content"}
+    )
+    folder_rows = spark.createDataFrame([(f,) for f in folders], "path string").selectExpr(
+        "'node' as kind",
+        "path",
+        "if(path = '/content', '/', substring_index(path, '/', size(split(path, '/')) - 1))",
+        "substring_index(path, '/', -1) as name",
+        "map('jcr:primaryType', " + prop("string", "'sling:Folder'") + ")",
+        "cast(null as map<string, struct<blob_key: string, size: bigint, sha256: string, "
+        "content_type: string, data: binary>>)",
+        "cast(0 as bigint)",
+        "'pkg-folders'",
+        f"'{PUB_AGENT}'",
+        "cast(null as string)",
+        "cast(null as string)",
+        "cast(1767225600000 as bigint)",
+    )
+    rows = node_rows.unionByName(folder_rows.toDF(*node_rows.columns))
+    table = spark.read.format("delta").load(args.store)
+    rows = rows.select(*(rows[c].cast(table.schema[c].dataType).alias(c) for c in table.columns))
+    total = pages * len(PAGE_NODES) + len(folders)
+    files = max(1, total // ROWS_PER_FILE)
+    if args.layout == "sorted":
+        rows = rows.repartitionByRange(files, "path").sortWithinPartitions("path")
+    else:
+        rows = rows.repartition(files)
+    rows.write.format("delta").mode("append").save(args.store)
+    store.record_offset(pages, "bench: generated store")
+    store.checkpoint()
+    elapsed = time.perf_counter() - started
+    stats = store.file_stats()
+    spark.stop()
+    return {
+        "store": args.store,
+        "layout": args.layout,
+        "nodes": total,
+        "pages": pages,
+        "files": stats.files,
+        "bytes": stats.bytes,
+        "generate_s": round(elapsed, 1),
+    }
+
+
+# ---------------------------------------------------------------------------- packages
+def page_package(pkg_id: str, page: int, version: int, path: str | None = None) -> ContentPackage:
+    base = path or page_path(page)
+    nodes = []
+    for suffix in PAGE_NODES:
+        node = Node(path=base + suffix)
+        node.properties[NODE_TYPE].string_value = "cq:Page" if not suffix else "nt:unstructured"
+        node.properties["jcr:title"].string_value = f"Article {page} v{version}"
+        node.properties["text"].string_value = os.urandom(96).hex()
+        nodes.append(node)
+    return ContentPackage(
+        package_id=pkg_id,
+        req_type=m.ReqType.ADD,
+        roots=[FilterRoot(path=base, deep=True)],
+        nodes=nodes,
+    )
+
+
+def delete_package(pkg_id: str, root: str) -> ContentPackage:
+    return ContentPackage(
+        package_id=pkg_id, req_type=m.ReqType.DELETE, roots=[FilterRoot(path=root, deep=True)]
+    )
+
+
+def unit(offset: int, package: ContentPackage) -> Unit:
+    return Unit(offset, PUB_AGENT, package.package_id, package.req_type, package)
+
+
+def timed_commit(store: DeltaStore, units: list[Unit]) -> float:
+    """Seconds from the first unit added to the end of the store's commit."""
+    started = time.perf_counter()
+    changes = store.begin()
+    for u in units:
+        changes.add(u)
+    store.commit(changes)
+    return time.perf_counter() - started
+
+
+def rss_mib(pid: int | str = "self") -> dict[str, float]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = round(int(value.split()[0]) / 1024, 1)
+    return {"rss_mib": fields["VmRSS"], "peak_rss_mib": fields["VmHWM"]}
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "n": len(ordered),
+        "p50_s": round(statistics.median(ordered), 3),
+        "min_s": round(ordered[0], 3),
+        "max_s": round(ordered[-1], 3),
+    }
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    started = time.perf_counter()
+    spark = session("scd-bench-bigstore")
+    session_s = time.perf_counter() - started
+    jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
+    store = DeltaStore(spark, args.store)
+    started = time.perf_counter()
+    state = store.open()
+    open_s = time.perf_counter() - started
+    result: dict[str, Any] = {
+        "store": args.store,
+        "files": store.file_stats().files,
+        "session_s": round(session_s, 1),
+        "open_s": round(open_s, 2),
+        "after_open": {"driver": rss_mib(), "jvm": rss_mib(jvm_pid)},
+    }
+    assert state.offset is not None
+    offset = state.offset + 1
+    pages = args.pages
+    rng = random.Random(5)
+    times: dict[str, list[float]] = {}
+    fresh = iter(range(pages, 10 * pages))  # page numbers not in the store yet
+
+    def pages_of(count: int, kind: str, first: int) -> list[Unit]:
+        def package(k: int) -> ContentPackage:
+            pkg_id = f"{kind}-{first + k}"
+            if kind == "new":
+                return page_package(pkg_id, next(fresh), 0)
+            if kind == "update":
+                return page_package(pkg_id, rng.randrange(pages), first + k + 1)
+            return delete_package(pkg_id, page_path(rng.randrange(pages)))
+
+        return [unit(first + k, package(k)) for k in range(count)]
+
+    kinds: dict[str, Callable[[int], list[Unit]]] = {
+        "new_page": lambda first: pages_of(1, "new", first),
+        "update_page": lambda first: pages_of(1, "update", first),
+        "delete_page": lambda first: pages_of(1, "delete", first),
+        "delete_category": lambda first: [
+            unit(first, delete_package(f"delc-{first}", category_path(rng.randrange(pages))))
+        ],
+        "new_10_pages": lambda first: pages_of(10, "new", first),
+        "update_10_pages": lambda first: pages_of(10, "update", first),
+        "delete_10_pages": lambda first: pages_of(10, "delete", first),
+    }
+    for _ in range(args.rounds):
+        for kind, build in kinds.items():
+            units = build(offset)
+            offset = units[-1].offset + 1
+            times.setdefault(kind, []).append(timed_commit(store, units))
+    medians = {kind: statistics.median(runs) for kind, runs in times.items()}
+    result["commits"] = {
+        kind: {
+            **summary(runs),
+            "ratio_p50_to_new": round(
+                medians[kind] / medians["new_10_pages" if "10" in kind else "new_page"], 2
+            ),
+        }
+        for kind, runs in times.items()
+    }
+    assert store.state is not None
+    scopes = store.state.scopes
+    started = time.perf_counter()
+    while store.state.scopes:
+        store.fold(MaintenancePolicy().fold_max_scopes)
+    result["fold"] = {"scopes": scopes, "seconds": round(time.perf_counter() - started, 2)}
+    result["after_commits"] = {"driver": rss_mib(), "jvm": rss_mib(jvm_pid)}
+    result["driver_maxrss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    spark.stop()
+    result["ls"] = {"category": scd_ls(args.store, category_path(0))}
+    return result
+
+
+def scd_ls(store: str, root: str) -> dict[str, Any]:
+    """``scd content ls`` in its own process, output to /dev/null: time and peak RSS."""
+    env = {
+        **os.environ,
+        "SCD_SUBSCRIBER_STORE_PATH": store,
+        "SCD_SUBSCRIBER_SPARK_JARS": ",".join(spark_jars()),
+    }
+    script = (
+        "import resource, sys, time; started = time.perf_counter(); "
+        "from scd.cli import main; "
+        f"code = main(['content', 'ls', {root!r}]); "
+        "print(time.perf_counter() - started, "
+        "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)"
+    )
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    elapsed = time.perf_counter() - started
+    last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    try:
+        inner_s, maxrss = last.split()
+        return {
+            "exit": done.returncode,
+            "process_s": round(elapsed, 1),
+            "command_s": round(float(inner_s), 1),
+            "driver_peak_rss_mib": round(int(maxrss) / 1024),
+        }
+    except ValueError:
+        return {"exit": done.returncode, "process_s": round(elapsed, 1), "stderr": last[-500:]}
+
+
+# ---------------------------------------------------------------------------- small store
+SMALL_PAGES = 200
+
+
+def small(args: argparse.Namespace) -> dict[str, Any]:
+    """One variant on a fresh small store: one-package appends and updates, alternating."""
+    spark = session("scd-bench-bigstore-small")
+    with tempfile.TemporaryDirectory(prefix="scd-small-") as work:
+        store = DeltaStore(spark, str(Path(work) / "store"))
+        store.open()
+        timed_commit(store, [unit(0, page_package("pre", 0, 0, "/content/site/pre"))])
+        preload = [unit(1 + p, page_package(f"pre-{p}", p, 0)) for p in range(SMALL_PAGES)]
+        timed_commit(store, preload)
+        offset = SMALL_PAGES + 1
+        rng = random.Random(args.seed)
+        appends: list[float] = []
+        updates: list[float] = []
+        for i in range(args.commits + 2):  # the first two warm up
+            new = timed_commit(store, [unit(offset, page_package(f"a{i}", 10_000 + i, 0))])
+            upd = timed_commit(
+                store, [unit(offset + 1, page_package(f"u{i}", rng.randrange(SMALL_PAGES), i))]
+            )
+            offset += 2
+            if i >= 2:
+                appends.append(new)
+                updates.append(upd)
+    spark.stop()
+    return {"append": appends, "update": updates}
+
+
+def compare(args: argparse.Namespace) -> dict[str, Any]:
+    trees = {"before": str(Path(args.before).resolve()), "after": str(REPO_DIR)}
+    runs: dict[str, dict[str, list[float]]] = {n: {"append": [], "update": []} for n in trees}
+    order = list(trees)
+    for r in range(args.runs):
+        for name in order if r % 2 == 0 else order[::-1]:
+            script = str(Path(trees[name]) / "bench" / "subscriber_bigstore.py")
+            if not Path(script).exists():  # the other tree has no copy of this script
+                script = str(Path(__file__).resolve())
+            out = subprocess.run(
+                [sys.executable, script, "small", "--commits", str(args.commits), "--seed", str(r)],
+                env={**os.environ, "PYTHONPATH": trees[name], "SCD_BENCH_TREE": trees[name]},
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            found = json.loads(out)
+            for kind in ("append", "update"):
+                runs[name][kind].extend(found[kind])
+            print(json.dumps({"run": r, "tree": name, **found}), file=sys.stderr, flush=True)
+    return {
+        "pages": SMALL_PAGES,
+        "runs": args.runs,
+        "commits_per_run": args.commits,
+        "trees": trees,
+        "result": {
+            name: {kind: summary(values) for kind, values in kinds.items()}
+            for name, kinds in runs.items()
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate")
+    gen.add_argument("--store", required=True)
+    gen.add_argument("--pages", type=int, default=100_000)
+    gen.add_argument("--layout", choices=["sorted", "random"], default="sorted")
+    mea = sub.add_parser("measure")
+    mea.add_argument("--store", required=True)
+    mea.add_argument("--pages", type=int, default=100_000, help="pages the store was made with")
+    mea.add_argument("--rounds", type=int, default=7)
+    sml = sub.add_parser("small")
+    sml.add_argument("--commits", type=int, default=20)
+    sml.add_argument("--seed", type=int, default=0)
+    cmp = sub.add_parser("compare")
+    cmp.add_argument("--before", required=True, help="source tree of the variant to compare")
+    cmp.add_argument("--runs", type=int, default=4)
+    cmp.add_argument("--commits", type=int, default=20)
+    args = parser.parse_args()
+    handlers = {"generate": generate, "measure": measure, "small": small, "compare": compare}
+    print(json.dumps(handlers[args.command](args), indent=2))
+
+
+if __name__ == "__main__":
+    main()
