@@ -482,7 +482,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--latency-variants",
         default="add,update",
-        help="add (new paths: append commits), update (existing paths: replacing commits)",
+        help="add (new paths), update (existing paths: new versions and scopes)",
     )
     parser.add_argument("--small-commits", type=int, default=DEFAULT_SMALL_COMMITS)
     parser.add_argument("--skip-throughput", action="store_true")

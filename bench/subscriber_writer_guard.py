@@ -8,7 +8,7 @@ txnAppId/txnVersion, which Delta looks up in the commit, and the store precomput
 snapshot state that lookup needs after each write, as the product does) and ``guarded_cold``
 (the same without the precomputation: what the lookup alone costs). Each round commits one
 package that adds a page of new nodes (a plain append, the common commit of a caught-up
-subscriber) and one that updates an existing page (a replacing commit). Reported:
+subscriber) and one that updates an existing page (a new version and a scope). Reported:
 p50/p95/mean per commit kind and variant, and the guarded/unguarded ratios of the medians.
 Then, as a check that the guard guards: a second store object claims the guarded table with
 the next epoch and the first one's commit must be refused.

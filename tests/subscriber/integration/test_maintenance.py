@@ -74,7 +74,11 @@ def test_maintenance_changes_no_content_no_offset_and_keeps_exactly_once(
     policy = MaintenancePolicy(retention_s=0.0, log_retention_s=3600.0, target_file_bytes=1 << 20)
     maintenance = Maintenance("test", store, policy)
     reports = {r.step: r for r in maintenance.run_all()}
-    assert list(reports) == ["purge", "compact", "retention", "checkpoint", "vacuum"]
+    assert list(reports) == ["purge", "fold", "compact", "retention", "checkpoint", "vacuum"]
+    assert store.state is not None
+    assert store.state.scopes == 0
+    node_rows = spark.read.format("delta").load(location).where("kind = 'node'").count()
+    assert node_rows == len(nodes)  # edited and deleted versions folded away
     assert reports["compact"].files_after is not None
     assert reports["compact"].files_after <= 2 < files_before
     assert store.file_stats().files == reports["compact"].files_after
