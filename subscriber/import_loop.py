@@ -327,6 +327,8 @@ class ImportLoop:
                 self.metrics.package_imported(unit.package.ByteSize(), unit.created_ms, now)
                 self.readiness.on_imported(unit.created_ms)
         self.metrics.batch_imported(len(changes.units), elapsed)
+        if self.store.state is not None:
+            self.metrics.store_scopes.set(self.store.state.scopes)
         self.counters.import_seconds.append(elapsed)
         self.counters.commits += 1
         self.counters.last_batch = len(changes.units)

@@ -284,6 +284,8 @@ class Maintenance:
         self.reports.append(report)
         self.runs += 1
         if self.metrics is not None:
+            if self.store.state is not None:
+                self.metrics.store_scopes.set(self.store.state.scopes)
             self.metrics.maintenance_step(
                 step, seconds, report.files_after, report.files_deleted, report.bytes_reclaimed
             )

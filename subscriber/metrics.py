@@ -189,6 +189,12 @@ class SubscriberMetrics:
         self.store_files = Gauge(
             "scd_store_files", "Data files of the store's current version", label, registry=r
         ).labels(agent)
+        self.store_scopes = Gauge(
+            "scd_store_scopes",
+            "Scope rows of the store not folded yet (replaced versions still in the table)",
+            label,
+            registry=r,
+        ).labels(agent)
         self.store_files_deleted = Counter(
             "scd_store_files_deleted", "Files VACUUM deleted from the store", label, registry=r
         ).labels(agent)

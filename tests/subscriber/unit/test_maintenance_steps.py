@@ -14,6 +14,7 @@ import pytest
 
 from journal.wire import messages as m
 from subscriber.maintenance import FOLD_RETRY_S, Maintenance, MaintenancePolicy
+from subscriber.metrics import SubscriberMetrics
 from subscriber.store import StepOutcome
 from tests.subscriber.harness import Env
 from tests.subscriber.memory_store import MemoryStore
@@ -97,7 +98,9 @@ def test_a_fold_runs_once_enough_scopes_wait_and_a_failed_one_waits_to_retry() -
     store = committed_store(3)
     clock = Clock()
     policy = MaintenancePolicy(fold_min_scopes=4, fold_max_scopes=10, interval_s=3600)
-    maintenance = Maintenance("sub", store, policy, clock=clock)
+    metrics = SubscriberMetrics("sub")
+    metrics.store_scopes.set(3)
+    maintenance = Maintenance("sub", store, policy, metrics=metrics, clock=clock)
     maintenance._retention_checked = True  # only the fold is of interest here
     assert maintenance.step() is None  # 3 scopes: not yet
     changes = store.begin()
@@ -121,6 +124,7 @@ def test_a_fold_runs_once_enough_scopes_wait_and_a_failed_one_waits_to_retry() -
     assert report.step == "fold"
     assert store.state.scopes == 0
     assert store.maintenance_calls[-1] == ("fold", 10)
+    assert 'scd_store_scopes{agent="sub"} 0.0' in metrics.render().decode()
 
 
 @dataclass
