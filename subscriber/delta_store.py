@@ -41,6 +41,7 @@ from subscriber.rows import (
     StoredNode,
     bookkeeping_row,
     current_nodes_sql,
+    folded_rows_sql,
     node_row,
     rows_frame,
     rows_selected,
@@ -353,35 +354,29 @@ class DeltaStore:
 
     def fold(self, max_scopes: int) -> StepOutcome:
         """Delete the node versions the oldest scopes (about ``max_scopes``: all of the offsets
-        they belong to) cover, and those scopes, in one commit: the current tree stays the same,
-        reads and the table get smaller. Later scopes keep covering what they cover."""
+        they belong to) cover, and those scopes, in one MERGE: the current tree stays the same,
+        reads and the table get smaller. Like a compaction it changes no content, so it carries
+        no writer id: a deposed writer's fold deletes only what stays covered."""
+        from delta.tables import DeltaTable
+
         assert self.state is not None, "open() the store first"
-        table = self.spark.read.format("delta").load(self.location).where(f"kind = '{KIND_SCOPE}'")
-        oldest = table.select("offset").orderBy("offset").limit(max_scopes).collect()
+        scopes = self.spark.read.format("delta").load(self.location).where(f"kind = '{KIND_SCOPE}'")
+        oldest = scopes.select("offset").orderBy("offset").limit(max_scopes).collect()
         before = delta_maintenance.file_stats(self.spark, self.location).files
-        if not oldest:
-            self.state.scopes = 0
-            return StepOutcome(before, before)
-        up_to = int(oldest[-1]["offset"])
-        # Of the scopes of one path, the latest covers all that the earlier ones cover.
-        latest: dict[tuple[str, bool], int] = {}
-        for r in table.where(f"offset <= {up_to}").select("path", "info", "offset").collect():
-            key = (r["path"], r["info"] == "deep")
-            latest[key] = max(latest.get(key, -1), r["offset"])
-        covered = " OR ".join(
-            f"(offset < {offset} AND {_paths_selected(path, deep)})"
-            for (path, deep), offset in sorted(latest.items())
-        )
-        self._write(
-            [],
-            replace_where=(
-                f"(kind = '{KIND_SCOPE}' AND offset <= {up_to}) "
-                f"OR (kind = '{KIND_NODE}' AND ({covered}))"
-            ),
-            user_metadata={"fold": {"scopes_up_to": up_to, "paths": len(latest)}},
-        )
-        remaining = table.count()
-        self.state.scopes = remaining
+        if oldest:
+            up_to = int(oldest[-1]["offset"])
+            folded = self.spark.sql(folded_rows_sql(delta_maintenance.quoted(self.location), up_to))
+            (
+                DeltaTable.forPath(self.spark, self.location)
+                .alias("t")
+                .merge(
+                    folded.alias("f"), "t.kind = f.kind AND t.path = f.path AND t.offset = f.offset"
+                )
+                .whenMatchedDelete()
+                .execute()
+            )
+            self.commits_since_checkpoint += 1
+        self.state.scopes = scopes.count()
         return StepOutcome(before, delta_maintenance.file_stats(self.spark, self.location).files)
 
     # ------------------------------------------------------------------ maintenance
