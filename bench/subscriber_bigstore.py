@@ -298,7 +298,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     pages = args.pages
     rng = random.Random(5)
     times: dict[str, list[float]] = {}
-    fresh = iter(range(pages, 10 * pages))  # page numbers not in the store yet
+    # Page numbers not in the store yet: above its offset (earlier runs made new pages below it).
+    fresh = iter(range(offset, 10 * offset))
 
     def pages_of(count: int, kind: str, first: int) -> list[Unit]:
         def package(k: int) -> ContentPackage:

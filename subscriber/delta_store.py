@@ -34,7 +34,6 @@ from subscriber.rows import (
     COLUMNS,
     KIND_CLEAR,
     KIND_META,
-    KIND_NODE,
     KIND_OFFSET,
     KIND_SCOPE,
     KIND_STATUS,
@@ -80,6 +79,9 @@ STORE_SESSION_CONF = {
 # Below this many rows a commit is written by one task: one file instead of one per core, and
 # no task to schedule for an empty slice. Large batches keep the parallel write.
 SINGLE_TASK_ROWS = 1000
+
+
+BOOKKEEPING_KINDS = f"('{KIND_OFFSET}', '{KIND_CLEAR}', '{KIND_STATUS}', '{KIND_META}')"
 
 
 def _paths_selected(path: str, deep: bool) -> str:
@@ -141,7 +143,8 @@ class DeltaStore:
         if not created:
             table = self.spark.read.format("delta").load(self.location)
             books = (
-                table.where(f"kind NOT IN ('{KIND_NODE}', '{KIND_SCOPE}')")
+                # An IN list, not NOT IN: file statistics skip the files of content rows.
+                table.where(f"kind IN {BOOKKEEPING_KINDS}")
                 .select("kind", "path", "offset", "pub_agent", "status", "info")
                 .collect()
             )
@@ -406,8 +409,11 @@ class DeltaStore:
         where = "TRUE"
         if deep and root != "/":
             where = _paths_selected(root, deep=True)
-        elif not deep:
-            where = f"path = {sql_string(root)} OR parent = {sql_string(root)}"
+        elif not deep:  # the subtree's path range first: file statistics skip on it
+            where = (
+                f"{_paths_selected(root, deep=True)} "
+                f"AND (path = {sql_string(root)} OR parent = {sql_string(root)})"
+            )
         rows = self._current(where).collect()
         return sorted((StoredNode.from_row(r) for r in rows), key=lambda n: n.path)
 
