@@ -400,7 +400,7 @@ def test_a_prefetched_batch_takes_the_records_that_came_after_it_too(
     ]
     # A poll waits long enough for the records (all sent already) on a loaded machine: a
     # prefetch that came back empty would make the import poll again instead of topping up.
-    agent = env.agent(spark, batch_max=10, poll_timeout_s=30.0)
+    agent = env.agent(spark, batch_max=10, poll_timeout_s=5.0)
     original = agent.loop.poll
     calls: list[int | None] = []
 
