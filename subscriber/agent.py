@@ -170,7 +170,7 @@ class SubscriberAgent:
             self._commands.stop()
         self.supervisor.stop(timeout_s)
         self.loop.shutdown()
-        self.bookkeeping.maintenance.wait(timeout_s)  # a fold or VACUUM in its own thread
+        self.bookkeeping.maintenance.wait(timeout_s)  # a VACUUM in its own thread
         self.role.release()  # nothing writes any more: a standby may take over at once
 
     # ------------------------------------------------------------------ the import loop's view

@@ -9,9 +9,7 @@ one step at most, never for a whole maintenance run. Steps, in the order they ar
 * ``fold``: the node versions that later imports replaced are deleted with the scope rows
   that replaced them, ``fold_max_scopes`` scopes per run (once ``fold_min_scopes`` scopes
   wait, and after ``interval_s`` for any); imports only append, so this is where replaced
-  content leaves the table. Its MERGE reads the whole table (seconds on a large store), so it
-  runs in a thread of its own while imports go on: it deletes only versions that stay
-  covered, and imports are blind appends, which never conflict with it;
+  content leaves the table;
 * ``checkpoint``: a Delta checkpoint once enough commits were made; Delta also deletes log
   entries older than the retention when it writes one;
 * ``retention``: the table keeps its log and removed files for the retention (table
@@ -19,10 +17,10 @@ one step at most, never for a whole maintenance run. Steps, in the order they ar
   VACUUM, set when they differ);
 * ``compact``: OPTIMIZE once ``compact_min_files`` files are below half ``target_file_bytes``
   (considered after each purge, and after ``interval_s`` for any two small files left);
-* ``vacuum``: VACUUM with the retention every ``interval_s``. It takes seconds of small Spark
-  jobs, so it too runs in a thread of its own while imports go on: it deletes only files no
-  version within the retention reads and commits no data, so it cannot conflict with an
-  import. Nothing else is started while a fold or a VACUUM runs.
+* ``vacuum``: VACUUM with the retention every ``interval_s``. It is the one step longer than a
+  commit (seconds of small Spark jobs), so it runs in a thread of its own while imports go on:
+  it deletes only files no version within the retention reads and commits no data, so it
+  cannot conflict with an import. Nothing else is started while it runs.
 
 ``purge``, ``fold`` and ``checkpoint`` always run (without them reads slow down with every
 commit); the others only when maintenance is enabled. None changes content or offset
@@ -132,7 +130,7 @@ class Maintenance:
         self._compact_check = False  # a purge ran: see whether compaction is due
         self._commits_at_compact = 0
         self._fold_not_before = started
-        self._background: threading.Thread | None = None  # a fold or a VACUUM
+        self._vacuum: threading.Thread | None = None
         self._vacuumed = False
 
     # ------------------------------------------------------------------ commits
@@ -148,8 +146,8 @@ class Maintenance:
     # ------------------------------------------------------------------ scheduling
     @property
     def busy(self) -> bool:
-        """True while a fold or a VACUUM runs in its thread."""
-        return self._background is not None and self._background.is_alive()
+        """True while a VACUUM runs in its thread."""
+        return self._vacuum is not None and self._vacuum.is_alive()
 
     def step(self) -> StepReport | None:
         """Run the first step that is due, if any (the import loop calls this when idle).
@@ -171,8 +169,7 @@ class Maintenance:
             )
         )
         if fold_due:
-            self._start_fold()
-            return None
+            return self._fold()
         if self.store.commits_since_checkpoint >= policy.checkpoint_every_commits:
             return self._run(CHECKPOINT, self._checkpoint)
         if not policy.enabled:
@@ -191,7 +188,7 @@ class Maintenance:
         policy, state = self.policy, self.store.state
         reports = [self._purge(up_to_status)]
         while state is not None and state.scopes > 0:
-            reports.append(self._run(FOLD, self._fold))
+            reports.append(self._fold())
         reports += [
             self._run(COMPACT, lambda: self.store.compact(policy.target_file_bytes)),
             self._run(RETENTION, self._set_retention),
@@ -201,9 +198,9 @@ class Maintenance:
         return reports
 
     def wait(self, timeout_s: float | None = None) -> None:
-        """Wait for a fold or a VACUUM in progress (at shutdown)."""
-        if self._background is not None:
-            self._background.join(timeout_s)
+        """Wait for a VACUUM in progress (at shutdown)."""
+        if self._vacuum is not None:
+            self._vacuum.join(timeout_s)
 
     def _compact_due(self, now: float) -> bool:
         policy = self.policy
@@ -233,16 +230,13 @@ class Maintenance:
 
         return self._run(PURGE, purge)
 
-    def _fold(self) -> StepOutcome:
-        return self.store.fold(self.policy.fold_max_scopes)
-
-    def _start_fold(self) -> None:
+    def _fold(self) -> StepReport:
         now = self._last[FOLD] = self.clock()
-
-        def failed() -> None:
+        try:
+            return self._run(FOLD, lambda: self.store.fold(self.policy.fold_max_scopes))
+        except Exception:
             self._fold_not_before = now + min(FOLD_RETRY_S, self.policy.interval_s)
-
-        self._start(FOLD, self._fold, failed)
+            raise
 
     def _checkpoint(self) -> None:
         self.store.checkpoint()
@@ -266,29 +260,14 @@ class Maintenance:
         self._retention_fresh = False
         self._last[VACUUM] = self.clock()
 
-        self._start(VACUUM, lambda: self.store.vacuum(full=full))
-
-    def _start(
-        self,
-        step: str,
-        action: Callable[[], StepOutcome | None],
-        failed: Callable[[], None] | None = None,
-    ) -> None:
-        """Run ``step`` in a thread of its own; a failure is logged (and counted) there, and the
-        step is tried again later."""
-
-        def run() -> None:
+        def vacuum() -> None:
             try:
-                self._run(step, action)
+                self._run(VACUUM, lambda: self.store.vacuum(full=full))
             except Exception:
-                if failed is not None:
-                    failed()
-                log.warning(
-                    "%s: store %s failed; trying again later", self.name, step, exc_info=True
-                )
+                log.warning("%s: store VACUUM failed; trying again later", self.name, exc_info=True)
 
-        self._background = threading.Thread(target=run, name=f"{self.name}-{step}", daemon=True)
-        self._background.start()
+        self._vacuum = threading.Thread(target=vacuum, name=f"{self.name}-vacuum", daemon=True)
+        self._vacuum.start()
 
     def _run(self, step: str, action: Callable[[], StepOutcome | None]) -> StepReport:
         started = time.perf_counter()

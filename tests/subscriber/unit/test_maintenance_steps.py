@@ -66,12 +66,10 @@ def test_each_call_runs_the_first_due_step_only() -> None:
     report = maintenance.reports[-1]
     assert (report.files_before, report.files_after) == (5, 1)
 
-    # The interval passed: the fold of the five scopes waiting (in its thread), the retention
-    # again (VACUUM deletes by it), VACUUM (in its thread), then nothing.
+    # The interval passed: the fold of the five scopes waiting, the retention again (VACUUM
+    # deletes by it), VACUUM (in its thread), then nothing.
     clock.offset += 61
-    assert maintenance.step() is None
-    maintenance.wait(5)
-    assert [maintenance.step() is None for _ in range(2)] == [False, True]
+    assert [maintenance.step() is None for _ in range(3)] == [False, False, True]
     maintenance.wait(5)
     assert calls(store)[-3:] == ["fold", "retention", "vacuum"]
     assert store.maintenance_calls[-1] == ("vacuum", (True,))  # first: full
@@ -115,17 +113,15 @@ def test_a_fold_runs_once_enough_scopes_wait_and_a_failed_one_waits_to_retry() -
     failing.open()
     failing_maintenance = Maintenance("sub", failing, policy, clock=clock)
     failing_maintenance._retention_checked = True
-    assert failing_maintenance.step() is None  # started in its thread, where it fails
-    failing_maintenance.wait(5)
-    assert failing_maintenance.step() is None
-    assert failing.folds == 1  # not again right away
+    with pytest.raises(OSError):
+        failing_maintenance.step()
+    assert failing_maintenance.step() is None  # not again right away
     clock.offset += FOLD_RETRY_S
-    assert failing_maintenance.step() is None
-    failing_maintenance.wait(5)
-    assert failing.folds == 2
-    assert maintenance.step() is None
-    maintenance.wait(5)
-    assert maintenance.reports[-1].step == "fold"
+    with pytest.raises(OSError):
+        failing_maintenance.step()
+    report = maintenance.step()
+    assert report is not None
+    assert report.step == "fold"
     assert store.state.scopes == 0
     assert store.maintenance_calls[-1] == ("fold", 10)
     assert 'scd_store_scopes{agent="sub"} 0.0' in metrics.render().decode()
@@ -133,10 +129,7 @@ def test_a_fold_runs_once_enough_scopes_wait_and_a_failed_one_waits_to_retry() -
 
 @dataclass
 class FailingFold(MemoryStore):
-    folds: int = 0
-
     def fold(self, max_scopes: int) -> StepOutcome:
-        self.folds += 1
         raise OSError(f"store unreachable (folding {max_scopes} scopes)")
 
 
