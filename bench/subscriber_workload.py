@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
 import random
 import time
@@ -251,8 +252,12 @@ def canonical_row(
 
 def digest(rows: Iterable[tuple[str, str]]) -> str:
     """sha256 over (path, canonical row) pairs in path order."""
+    return _digest_sorted(sorted(rows))
+
+
+def _digest_sorted(rows: Iterable[tuple[str, str]]) -> str:
     h = hashlib.sha256()
-    for path, canonical in sorted(rows):
+    for path, canonical in rows:
         h.update(path.encode())
         h.update(b"\x00")
         h.update(canonical.encode())
@@ -275,16 +280,28 @@ def table_digest(spark: Any, location: str, *, node_filter: str | None) -> dict[
     table = spark.read.format("delta").load(location)
     if node_filter:
         table = table.where(node_filter)
-    rows = table.select("path", "properties", "binaries", "offset", "pkg_id").collect()
-    pairs = [
-        (
-            r["path"],
-            canonical_row(r["path"], r["properties"], r["binaries"], r["offset"], r["pkg_id"]),
-        )
-        for r in rows
-    ]
-    distinct = len({p for p, _ in pairs})
-    return {"nodes": len(pairs), "distinct_paths": distinct, "sha256": digest(pairs)}
+    # Streamed in path order (Spark orders strings by UTF-8 bytes, i.e. by code point, as
+    # Python does), a partition at a time: a table of 100,000 nodes need not fit the driver.
+    rows = (
+        table.select("path", "properties", "binaries", "offset", "pkg_id")
+        .orderBy("path")
+        .toLocalIterator()
+    )
+    counts = {"nodes": 0, "distinct_paths": 0}
+
+    def pairs() -> Iterator[tuple[str, str]]:
+        for path, group in itertools.groupby(rows, key=lambda r: r["path"]):
+            canonical = sorted(
+                canonical_row(path, r["properties"], r["binaries"], r["offset"], r["pkg_id"])
+                for r in group
+            )
+            counts["nodes"] += len(canonical)
+            counts["distinct_paths"] += 1
+            for one in canonical:
+                yield path, one
+
+    sha256 = _digest_sorted(pairs())
+    return {**counts, "sha256": sha256}
 
 
 def update_stream(
