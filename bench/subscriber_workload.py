@@ -59,6 +59,8 @@ IMAGE_BYTES = 512
 # Pages live under this many section folders (so paths share parents, as in a real site).
 SECTIONS = 100
 ROOT = "/content/bench"
+# Path ranges a table is read back in for its checksum (each is held by the driver in turn).
+DIGEST_PARTITIONS = 16
 # Bytes of fixed structure (paths, property names, small values) in an encoded package, before
 # its random text: subtracted from the target so the compressed total lands near it.
 FIXED_OVERHEAD_BYTES = 1100
@@ -281,10 +283,12 @@ def table_digest(spark: Any, location: str, *, node_filter: str | None) -> dict[
     if node_filter:
         table = table.where(node_filter)
     # Streamed in path order (Spark orders strings by UTF-8 bytes, i.e. by code point, as
-    # Python does), a partition at a time: a table of 100,000 nodes need not fit the driver.
+    # Python does), one range of paths at a time: a table of 100,000 nodes need not fit the
+    # driver.
     rows = (
         table.select("path", "properties", "binaries", "offset", "pkg_id")
-        .orderBy("path")
+        .repartitionByRange(DIGEST_PARTITIONS, "path")
+        .sortWithinPartitions("path")
         .toLocalIterator()
     )
     counts = {"nodes": 0, "distinct_paths": 0}
