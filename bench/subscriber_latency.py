@@ -1,9 +1,11 @@
-"""Latency part of the subscriber import benchmark: publish→imported latency of a running
-subscriber agent at a low, steady package rate, and the time of one small Delta commit on the
-same machine in the same run (the floor any Delta-backed import pays per commit).
+"""Latency part of the subscriber import benchmark: publish→imported latency at a low, steady
+package rate of a running subscriber agent and of the baseline's standing Structured Streaming
+query, and the time of one small Delta commit on the same machine in the same run (the floor
+any Delta-backed import pays per commit).
 
-Latency of a package = end of the store commit that contains it (``DeltaStore.commit`` of the
-agent, wrapped) - ``PackageMessage.created_ms`` (set just before the package is sent).
+Latency of a package = end of the commit that contains it - ``PackageMessage.created_ms`` (set
+just before the package is sent). For scd the commit is the agent's ``DeltaStore.commit``
+(wrapped), for the baseline the MERGE of the micro-batch that read the package.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import subscriber_baseline as baseline
 from subscriber_workload import PUB_AGENT, Planned, package_message
 
 from journal.api import Journal
@@ -30,10 +33,16 @@ from subscriber.settings import SubscriberSettings
 
 # Packages the update variant imports before measuring, and then updates round-robin.
 UPDATE_PAGES = 50
+# New pages the add variant imports before measuring (the first commit to a new table, and a
+# query's first micro-batch, are seconds slower than the next ones).
+ADD_WARMUP_PAGES = 5
 # How long to let a freshly started agent settle (first polls, first announcement).
 SETTLE_S = 2.0
 # A package not imported this long after the last send fails the run.
 DRAIN_TIMEOUT_S = 120.0
+# How often the end of a baseline run looks at the query's progress (each look is a call into
+# the JVM the query runs in; the latencies come from the query's own commit times).
+QUERY_CHECK_S = 0.25
 # Percentile of the tail reported with the median.
 TAIL_PERCENTILE = 99
 
@@ -82,12 +91,91 @@ def profiled_run(agent: SubscriberAgent, profiler: cProfile.Profile) -> None:
     setattr(agent.loop, "run", run)  # noqa: B010 -- instance attribute, bench only
 
 
-def wait_imported(agent: SubscriberAgent, offset: int, timeout_error: str) -> None:
+def wait_for(condition: Callable[[], bool], timeout_error: str, every_s: float = 0.01) -> None:
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
-    while agent.processed_offset < offset:
+    while not condition():
         if time.monotonic() > deadline:
             raise RuntimeError(timeout_error)
-        time.sleep(0.01)
+        time.sleep(every_s)
+
+
+def query_reached(query: Any, topic: str, offset: int) -> Callable[[], bool]:
+    """Whether the standing query has processed everything before ``offset``."""
+
+    def reached() -> bool:
+        end = baseline.processed_end(query, topic)
+        return end is not None and end >= offset
+
+    return reached
+
+
+def preload(
+    journal: Journal, topic: str, variant: str, adds: list[Planned], updates: list[Planned]
+) -> tuple[list[Planned], int]:
+    """Send what ``variant`` imports before measuring, so the measured packages find a table
+    and a reader that have committed once. Returns the packages it measures and the last
+    offset sent here. ``add`` sends the last ``ADD_WARMUP_PAGES`` of ``adds`` and measures the
+    others (new pages); ``update`` sends the first ``UPDATE_PAGES`` and measures ``updates``
+    (rewrites of those pages)."""
+    if variant == "add":
+        sent, measured = adds[-ADD_WARMUP_PAGES:], adds[:-ADD_WARMUP_PAGES]
+    else:
+        sent, measured = adds[:UPDATE_PAGES], updates
+    pending = []
+    for planned in sent:
+        value, headers = package_message(planned)
+        pending.append(journal.send_async(topic, value, headers=headers))
+    journal.flush()
+    return measured, max(p.result() for p in pending)
+
+
+def publish(
+    journal: Journal,
+    topic: str,
+    measured: list[Planned],
+    *,
+    rate: float,
+    seconds: float,
+    log: Callable[[str], None],
+    label: str,
+) -> dict[int, int]:
+    """Send ``rate * seconds`` packages one by one at ``rate``; offset -> created_ms."""
+    count = int(rate * seconds)
+    created: dict[int, int] = {}
+    log(f"latency/{label}: publishing {count} packages at {rate}/s")
+    started = time.perf_counter()
+    for i in range(count):
+        delay = started + i / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        created_ms = int(time.time() * 1000)
+        value, headers = package_message(measured[i % len(measured)], created_ms)
+        created[journal.send(topic, value, headers=headers)] = created_ms
+    return created
+
+
+def summarize(
+    label: str,
+    created: dict[int, int],
+    imported_ms: dict[int, float],
+    sizes: list[int],
+    durations: list[float],
+) -> dict[str, Any]:
+    """Latency of each package (imported - created) and the commits that held them."""
+    missing = [o for o in created if o not in imported_ms]
+    if missing:
+        raise RuntimeError(f"{label}: offsets {missing[:5]}... never committed")
+    latencies = [(imported_ms[o] - c) / 1000 for o, c in created.items()]
+    return {
+        "packages": len(created),
+        "p50_s": round(statistics.median(latencies), 3),
+        f"p{TAIL_PERCENTILE}_s": round(percentile(latencies, TAIL_PERCENTILE), 3),
+        "mean_s": round(statistics.fmean(latencies), 3),
+        "max_s": round(max(latencies), 3),
+        "commits": len(sizes),
+        "mean_packages_per_commit": round(statistics.fmean(sizes), 2) if sizes else None,
+        "commit_s_median": round(statistics.median(durations), 3) if durations else None,
+    }
 
 
 def run_variant(
@@ -106,14 +194,7 @@ def run_variant(
 ) -> dict[str, Any]:
     """Publish at ``rate`` for ``seconds`` to an agent running in background threads."""
     topic = journal_settings.topics.package
-    if variant == "update":
-        for planned in adds[:UPDATE_PAGES]:  # the pages the measured packages update
-            value, headers = package_message(planned)
-            journal.send_async(topic, value, headers=headers)
-        journal.flush()
-        measured = updates
-    else:
-        measured = adds
+    measured, ready_at = preload(journal, topic, variant, adds, updates)
     commits = CommitLog()
     agent = SubscriberAgent(settings, journal, DeltaStore(spark, settings.store_path))
     commits.wrap(agent)
@@ -121,42 +202,94 @@ def run_variant(
         profiled_run(agent, profiler)
     agent.start()
     try:
-        ready_at = journal.latest_offset(topic) - 1
-        wait_imported(agent, ready_at, f"{variant}: agent did not catch up with the pre-load")
+        wait_for(
+            lambda: agent.processed_offset >= ready_at,
+            f"{variant}: agent did not catch up with the pre-load",
+        )
         time.sleep(SETTLE_S)
         first_commit = len(commits.batch_sizes)
-        count = int(rate * seconds)
-        created: dict[int, int] = {}
-        log(f"latency/{variant}: publishing {count} packages at {rate}/s")
-        started = time.perf_counter()
-        for i in range(count):
-            delay = started + i / rate - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            created_ms = int(time.time() * 1000)
-            value, headers = package_message(measured[i % len(measured)], created_ms)
-            created[journal.send(topic, value, headers=headers)] = created_ms
+        created = publish(
+            journal, topic, measured, rate=rate, seconds=seconds, log=log, label=f"scd/{variant}"
+        )
         last = max(created)
-        wait_imported(agent, last, f"{variant}: offset {last} not imported in time")
+        wait_for(
+            lambda: agent.processed_offset >= last, f"{variant}: offset {last} not imported in time"
+        )
     finally:
         agent.stop()
-    missing = [o for o in created if o not in commits.imported_ms]
-    if missing:
-        raise RuntimeError(f"{variant}: offsets {missing[:5]}... never committed")
-    latencies = [(commits.imported_ms[o] - c) / 1000 for o, c in created.items()]
-    sizes = commits.batch_sizes[first_commit:]
-    durations = commits.commit_seconds[first_commit:]
-    return {
-        "packages": len(created),
-        "p50_s": round(statistics.median(latencies), 3),
-        f"p{TAIL_PERCENTILE}_s": round(percentile(latencies, TAIL_PERCENTILE), 3),
-        "mean_s": round(statistics.fmean(latencies), 3),
-        "max_s": round(max(latencies), 3),
-        "commits": len(sizes),
-        "mean_packages_per_commit": round(statistics.fmean(sizes), 2) if sizes else None,
-        "commit_s_median": round(statistics.median(durations), 3) if durations else None,
-        "store_path": settings.store_path,
-    }
+    result = summarize(
+        f"scd/{variant}",
+        created,
+        commits.imported_ms,
+        commits.batch_sizes[first_commit:],
+        commits.commit_seconds[first_commit:],
+    )
+    result["store_path"] = settings.store_path
+    return result
+
+
+def run_baseline_variant(
+    *,
+    variant: str,
+    spark: Any,
+    journal: Journal,
+    bootstrap: str,
+    topic: str,
+    location: str,
+    checkpoint: str,
+    decoder: str,
+    max_offsets_per_trigger: int,
+    updates: list[Planned],
+    adds: list[Planned],
+    rate: float,
+    seconds: float,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """The same measurement on the baseline's standing query: a package is imported when the
+    MERGE of the micro-batch that read it has committed."""
+    label = f"baseline_{decoder}/{variant}"
+    measured, ready_at = preload(journal, topic, variant, adds, updates)
+    batches = baseline.BatchLog()
+    with baseline.standing(
+        spark,
+        bootstrap=bootstrap,
+        topic=topic,
+        location=location,
+        checkpoint=checkpoint,
+        max_offsets_per_trigger=max_offsets_per_trigger,
+        decoder=decoder,
+        batches=batches,
+    ) as query:
+        wait_for(
+            query_reached(query, topic, ready_at + 1),
+            f"{label}: query did not catch up with the pre-load",
+            QUERY_CHECK_S,
+        )
+        time.sleep(SETTLE_S)
+        created = publish(
+            journal, topic, measured, rate=rate, seconds=seconds, log=log, label=label
+        )
+        last = max(created)
+        wait_for(
+            query_reached(query, topic, last + 1),
+            f"{label}: offset {last} not imported in time",
+            QUERY_CHECK_S,
+        )
+        batch_of = baseline.BatchOfOffset(query, topic)
+    imported_ms: dict[int, float] = {}
+    sizes: dict[int, int] = {}
+    for offset in created:
+        batch = batch_of(offset)
+        if batch is not None and batch in batches.merged_ms:
+            imported_ms[offset] = batches.merged_ms[batch]
+            sizes[batch] = sizes.get(batch, 0) + 1
+    return summarize(
+        label,
+        created,
+        imported_ms,
+        list(sizes.values()),
+        [batches.merge_seconds[b] for b in sizes],
+    )
 
 
 # ---------------------------------------------------------------------- reference commits

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
 import random
 import time
@@ -59,6 +60,8 @@ IMAGE_BYTES = 512
 # Pages live under this many section folders (so paths share parents, as in a real site).
 SECTIONS = 100
 ROOT = "/content/bench"
+# Path ranges a table is read back in for its checksum (each is held by the driver in turn).
+DIGEST_PARTITIONS = 16
 # Bytes of fixed structure (paths, property names, small values) in an encoded package, before
 # its random text: subtracted from the target so the compressed total lands near it.
 FIXED_OVERHEAD_BYTES = 1100
@@ -252,8 +255,12 @@ def canonical_row(
 
 def digest(rows: Iterable[tuple[str, str]]) -> str:
     """sha256 over (path, canonical row) pairs in path order."""
+    return _digest_sorted(sorted(rows))
+
+
+def _digest_sorted(rows: Iterable[tuple[str, str]]) -> str:
     h = hashlib.sha256()
-    for path, canonical in sorted(rows):
+    for path, canonical in rows:
         h.update(path.encode())
         h.update(b"\x00")
         h.update(canonical.encode())
@@ -275,16 +282,30 @@ def table_digest(spark: Any, location: str) -> dict[str, Any]:
     (path, properties, binaries, offset and package id of the last package that wrote the
     node), read with the query the README documents."""
     table = spark.sql(current_nodes_sql(quoted(location)))
-    rows = table.select("path", "properties", "binaries", "offset", "pkg_id").collect()
-    pairs = [
-        (
-            r["path"],
-            canonical_row(r["path"], r["properties"], r["binaries"], r["offset"], r["pkg_id"]),
-        )
-        for r in rows
-    ]
-    distinct = len({p for p, _ in pairs})
-    return {"nodes": len(pairs), "distinct_paths": distinct, "sha256": digest(pairs)}
+    # Streamed in path order (Spark orders strings by UTF-8 bytes, i.e. by code point, as
+    # Python does), one range of paths at a time: a table of 100,000 nodes need not fit the
+    # driver.
+    rows = (
+        table.select("path", "properties", "binaries", "offset", "pkg_id")
+        .repartitionByRange(DIGEST_PARTITIONS, "path")
+        .sortWithinPartitions("path")
+        .toLocalIterator()
+    )
+    counts = {"nodes": 0, "distinct_paths": 0}
+
+    def pairs() -> Iterator[tuple[str, str]]:
+        for path, group in itertools.groupby(rows, key=lambda r: r["path"]):
+            canonical = sorted(
+                canonical_row(path, r["properties"], r["binaries"], r["offset"], r["pkg_id"])
+                for r in group
+            )
+            counts["nodes"] += len(canonical)
+            counts["distinct_paths"] += 1
+            for one in canonical:
+                yield path, one
+
+    sha256 = _digest_sorted(pairs())
+    return {**counts, "sha256": sha256}
 
 
 def update_stream(
