@@ -41,8 +41,9 @@ from journal.wire.package import (
     checksum,
     encode_package,
 )
+from subscriber.current_tree import current_nodes_sql
 from subscriber.delta_maintenance import quoted
-from subscriber.rows import current_nodes_sql, node_row
+from subscriber.rows import node_row
 
 PUB_AGENT = "publish"
 PUB_SLING_ID = "bench-publisher"

@@ -16,7 +16,7 @@ Every import commit is a plain append: the batch's node versions, one scope row 
 root (what the package replaced) and its bookkeeping. Updates and deletes rewrite no file when
 they are imported, so they cost what new pages cost, and the store needs to know nothing of
 what it holds to import (no path index: opening reads only bookkeeping). Reads take the current
-tree (rows.current_nodes_sql); ``fold`` later deletes the versions scopes cover, in idle time.
+tree (subscriber.current_tree); ``fold`` later deletes the versions scopes cover, in idle time.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import uuid
 from typing import Any
 
 from runtime.clock import now_ms
-from subscriber import delta_maintenance
+from subscriber import current_tree, delta_maintenance
 from subscriber.changes import ChangeSet, status_name
 from subscriber.delta_writer_guard import WriterGuard
 from subscriber.rows import (
@@ -39,13 +39,10 @@ from subscriber.rows import (
     KIND_STATUS,
     StoredNode,
     bookkeeping_row,
-    current_nodes_sql,
-    folded_rows_sql,
     node_row,
     rows_frame,
     rows_selected,
     scope_row,
-    sql_string,
 )
 from subscriber.store import EVERY_AGENT, FileStats, StepOutcome, StoreState, WriterDeposed
 
@@ -82,15 +79,6 @@ SINGLE_TASK_ROWS = 1000
 
 
 BOOKKEEPING_KINDS = f"('{KIND_OFFSET}', '{KIND_CLEAR}', '{KIND_STATUS}', '{KIND_META}')"
-
-
-def _paths_selected(path: str, deep: bool) -> str:
-    """A predicate on ``path``: ``path`` itself, and with ``deep`` everything below it."""
-    if not deep:
-        return f"path = {sql_string(path)}"
-    if path == "/":
-        return "TRUE"
-    return f"(path = {sql_string(path)} OR startswith(path, {sql_string(path + '/')}))"
 
 
 def _write_checkpoint(spark: Any, location: str) -> None:
@@ -356,31 +344,10 @@ class DeltaStore:
         ]
 
     def fold(self, max_scopes: int) -> StepOutcome:
-        """Delete the node versions the oldest scopes (about ``max_scopes``: all of the offsets
-        they belong to) cover, and those scopes, in one MERGE: the current tree stays the same,
-        reads and the table get smaller. Like a compaction it changes no content, so it carries
-        no writer id: a deposed writer's fold deletes only what stays covered."""
-        from delta.tables import DeltaTable
-
         assert self.state is not None, "open() the store first"
-        scopes = self.spark.read.format("delta").load(self.location).where(f"kind = '{KIND_SCOPE}'")
-        oldest = scopes.select("offset").orderBy("offset").limit(max_scopes).collect()
-        before = delta_maintenance.file_stats(self.spark, self.location).files
-        if oldest:
-            up_to = int(oldest[-1]["offset"])
-            folded = self.spark.sql(folded_rows_sql(delta_maintenance.quoted(self.location), up_to))
-            (
-                DeltaTable.forPath(self.spark, self.location)
-                .alias("t")
-                .merge(
-                    folded.alias("f"), "t.kind = f.kind AND t.path = f.path AND t.offset = f.offset"
-                )
-                .whenMatchedDelete()
-                .execute()
-            )
-            self.commits_since_checkpoint += 1
-        self.state.scopes = scopes.count()
-        return StepOutcome(before, delta_maintenance.file_stats(self.spark, self.location).files)
+        outcome, self.state.scopes = current_tree.fold(self.spark, self.location, max_scopes)
+        self.commits_since_checkpoint += 1
+        return outcome
 
     # ------------------------------------------------------------------ maintenance
     # subscriber.delta_maintenance does the work; each call is one Delta operation.
@@ -406,24 +373,10 @@ class DeltaStore:
 
     # ------------------------------------------------------------------ reads
     def nodes(self, root: str = "/", *, deep: bool = True) -> list[StoredNode]:
-        where = "TRUE"
-        if deep and root != "/":
-            where = _paths_selected(root, deep=True)
-        elif not deep:  # the subtree's path range first: file statistics skip on it
-            where = (
-                f"{_paths_selected(root, deep=True)} "
-                f"AND (path = {sql_string(root)} OR parent = {sql_string(root)})"
-            )
-        rows = self._current(where).collect()
-        return sorted((StoredNode.from_row(r) for r in rows), key=lambda n: n.path)
+        return current_tree.nodes(self.spark, self.location, root, deep=deep)
 
     def node(self, path: str) -> StoredNode | None:
-        rows = self._current(f"path = {sql_string(path)}").collect()
-        return StoredNode.from_row(rows[0]) if rows else None
-
-    def _current(self, where: str) -> Any:
-        """The current versions of the nodes ``where`` selects (a DataFrame)."""
-        return self.spark.sql(current_nodes_sql(delta_maintenance.quoted(self.location), where))
+        return current_tree.node(self.spark, self.location, path)
 
     def history(self) -> list[dict[str, Any]]:
         """Commits, oldest first: version, operation and the metadata the import recorded."""

@@ -13,8 +13,8 @@ content changes and its offset land in one Delta commit:
 * ``meta``: the subscriber instance id, per table location.
 
 An import only ever appends: an update or a delete costs what a new page costs. The current
-tree is the node versions no later scope covers (``current_nodes_sql``, the query documented in
-the README); the store's purge deletes covered versions and their scopes in its idle time.
+tree is the node versions no later scope covers (subscriber.current_tree, the query the README
+documents); the store's fold deletes covered versions and their scopes in its idle time.
 A property is ``{type, multi, values}`` with values in canonical text form (long and double
 as decimal text, bool as true/false, date as ISO-8601 UTC); binaries are references into the
 blob store ``{blob_key, size, sha256, content_type}`` or small inline ``data``.
@@ -107,51 +107,6 @@ def rows_selected(keys: dict[str, set[str]]) -> str:
         f"(kind = {sql_string(kind)} AND path IN ({', '.join(map(sql_string, sorted(paths)))}))"
         for kind, paths in sorted(keys.items())
         if paths
-    )
-
-
-def _versions_sql(table: str, where: str, scopes_where: str | None) -> str:
-    """Common table expressions over a store table: ``nodes`` (the versions of the paths
-    ``where`` selects), ``scopes`` (all, or those ``scopes_where`` selects) and ``covered``
-    (the versions a scope of a later offset covers). The paths at and above a node (its
-    "ancestors or self") are where a scope covering it can be; the equi-join on them keeps the
-    query linear in the table's size."""
-    only = "" if scopes_where is None else f" AND ({scopes_where})"
-    return f"""WITH t AS (SELECT * FROM {table}),
-nodes AS (SELECT * FROM t WHERE kind = 'node' AND ({where})),
-scopes AS (
-  SELECT path AS scope, offset AS scope_offset, info = 'deep' AS deep
-  FROM t WHERE kind = 'scope'{only}
-),
-places AS (
-  SELECT path, offset, place FROM nodes
-  LATERAL VIEW explode(transform(sequence(1, size(split(path, '/'))),
-    i -> if(i = 1, '/', array_join(slice(split(path, '/'), 1, i), '/')))) a AS place
-),
-covered AS (
-  SELECT DISTINCT p.path, p.offset FROM places p
-  JOIN scopes s ON s.scope = p.place AND s.scope_offset > p.offset AND (s.deep OR p.place = p.path)
-)
-"""
-
-
-def current_nodes_sql(table: str, where: str = "TRUE") -> str:
-    """The current content tree of a store table (``delta.`<location>```), restricted to the
-    node paths ``where`` selects: the node versions that no scope of a later offset covers."""
-    return (
-        _versions_sql(table, where, None)
-        + "SELECT n.* FROM nodes n\n"
-        + "LEFT ANTI JOIN covered c ON n.path = c.path AND n.offset = c.offset"
-    )
-
-
-def folded_rows_sql(table: str, up_to: int) -> str:
-    """The rows (kind, path, offset) a fold of the scopes up to offset ``up_to`` deletes: the
-    versions they cover, and those scopes. Later scopes keep covering what they cover."""
-    return (
-        _versions_sql(table, "TRUE", f"offset <= {int(up_to)}")
-        + f"SELECT '{KIND_NODE}' AS kind, path, offset FROM covered\n"
-        + f"UNION SELECT '{KIND_SCOPE}' AS kind, scope AS path, scope_offset AS offset FROM scopes"
     )
 
 

@@ -11,8 +11,9 @@ import pytest
 
 from journal.wire.messages import Status
 from subscriber.changes import new_change_set
+from subscriber.current_tree import current_nodes_sql
 from subscriber.delta_store import CHECKPOINT_INTERVAL, CHECKPOINT_PROPERTY, DeltaStore
-from subscriber.rows import SCHEMA, current_nodes_sql, rows_frame
+from subscriber.rows import SCHEMA, rows_frame
 from subscriber.store import WriterDeposed
 from tests.subscriber.harness import committed_offsets, last_checkpoint, stored_paths
 from tests.subscriber.packages import add, delete, node
