@@ -15,6 +15,7 @@ the nodes. Within a batch the scopes are already applied to the batch's earlier 
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -61,6 +62,8 @@ class ChangeSet:
     scopes: list[Scope] = field(default_factory=list)
     statuses: list[tuple[int, str, int]] = field(default_factory=list)
     units: list[Unit] = field(default_factory=list)
+    # Each path at or above an upserted node -> the upserted nodes at or below it.
+    _below: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set), repr=False)
 
     @property
     def last_offset(self) -> int:
@@ -81,19 +84,24 @@ class ChangeSet:
 
     def _apply(self, unit: Unit, package: ContentPackage) -> None:
         """``package`` passed the content rules (journal/wire/rules.py): canonical paths, an
-        ADD's nodes within its roots."""
+        ADD's nodes within its roots. The batch's earlier nodes a root covers go (they all have
+        smaller offsets); ``_below`` finds those under a deep root without a scan."""
         if unit.req_type not in (ReqType.ADD, ReqType.DELETE):
             return
-        scopes = [Scope(r.path, r.deep, unit.offset) for r in package.roots]
-        for path in [
-            p for p, (o, _) in self.node_offsets.items() if any(s.covers(p, o) for s in scopes)
-        ]:
-            del self.upserts[path], self.node_offsets[path]
-        self.scopes.extend(scopes)
+        for root in package.roots:
+            self.scopes.append(Scope(root.path, root.deep, unit.offset))
+            covered = self._below.get(root.path, set()) if root.deep else {root.path}
+            for path in list(covered):
+                if self.upserts.pop(path, None) is not None:
+                    del self.node_offsets[path]
+                    for place in _places(path):
+                        self._below[place].discard(path)
         if unit.req_type == ReqType.ADD:
             for node in package.nodes:
                 self.upserts[node.path] = node
                 self.node_offsets[node.path] = (unit.offset, unit.pkg_id)
+                for place in _places(node.path):
+                    self._below[place].add(node.path)
 
     def summary(self) -> dict[str, object]:
         return {
@@ -102,6 +110,14 @@ class ChangeSet:
             "upserts": len(self.upserts),
             "scopes": len(self.scopes),
         }
+
+
+def _places(path: str) -> list[str]:
+    """``path`` and every path above it, root first: where a scope covering it can be."""
+    if path == "/":
+        return ["/"]
+    parts = path.split("/")
+    return ["/", *("/".join(parts[: i + 1]) for i in range(1, len(parts)))]
 
 
 def status_name(status: int) -> str:

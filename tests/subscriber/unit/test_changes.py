@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from journal.wire.rules import ContentRuleError, check_package
-from subscriber.changes import ChangeSet, Scope, new_change_set
+from journal.wire.messages import ReqType
+from journal.wire.rules import ContentRuleError, check_package, is_within
+from subscriber.changes import ChangeSet, Scope, Unit, new_change_set
 from tests.subscriber.packages import add, delete, node
 
 
@@ -87,3 +90,41 @@ def test_offsets_must_increase() -> None:
     cs = new_change_set([add(3, "/a", node("/a"))])
     with pytest.raises(ValueError):
         cs.add(add(3, "/a", node("/a")))
+
+
+def naive_tree(stored: dict[str, int], units: list[Unit]) -> dict[str, int]:
+    """Each package applied alone, in order, to path -> offset (the semantics, written out)."""
+    tree = dict(stored)
+    for u in units:
+        assert u.package is not None
+        for root in u.package.roots:
+            for path in list(tree):
+                if path == root.path or (root.deep and is_within(path, root.path)):
+                    del tree[path]
+        if u.req_type == ReqType.ADD:
+            tree.update((n.path, u.offset) for n in u.package.nodes)
+    return tree
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_batch_has_the_effect_of_its_packages_one_by_one(seed: int) -> None:
+    rng = random.Random(seed)
+    paths = ["/a", "/a/b", "/a/b/c", "/a/bc", "/ab", "/e", "/e/f"]
+    stored = {p: -1 for p in paths if rng.random() < 0.5}
+    units: list[Unit] = []
+    for offset in range(rng.randrange(1, 30)):
+        root, deep = rng.choice(paths), rng.random() < 0.5
+        if rng.random() < 0.3:
+            units.append(delete(offset, root, deep=deep))
+        else:
+            below = [p for p in paths if p == root or (deep and is_within(p, root))]
+            units.append(
+                add(
+                    offset,
+                    root,
+                    *(node(p) for p in below if rng.random() < 0.7 or p == root),
+                    deep=deep,
+                )
+            )
+    changes = new_change_set(units)
+    assert tree_after(set(stored), changes, stored_at=-1) == naive_tree(stored, units)
