@@ -28,8 +28,8 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
 Handler = Callable[[Any, Record], None]
 
-# How long one poll waits for records before the poller checks whether it should stop:
-# bounds shutdown latency without busy-looping.
+# How long one poll waits for records before the poller checks whether it should stop, unless
+# its owner says otherwise: bounds shutdown latency without busy-looping.
 POLL_TIMEOUT_S = 0.1
 # Pause after a failed poll (journal unreachable) before trying again.
 POLL_ERROR_BACKOFF_S = 1.0
@@ -77,9 +77,11 @@ class MessagePoller:
         handlers: Mapping[type[Message], Handler],
         *,
         name: str | None = None,
+        poll_timeout_s: float = POLL_TIMEOUT_S,
     ) -> None:
         self.topic = topic
         self.name = name or f"poller-{topic}"
+        self.poll_timeout_s = poll_timeout_s
         self._handlers = {type_name(cls): handler for cls, handler in handlers.items()}
         self._journal = journal
         self._position = position
@@ -96,9 +98,9 @@ class MessagePoller:
             self._consumer = self._journal.consumer(self.topic, self._position)
         return self._consumer
 
-    def poll_once(self, timeout_s: float = POLL_TIMEOUT_S) -> int:
+    def poll_once(self) -> int:
         """Poll and dispatch one batch; returns the number of records read."""
-        records = self.consumer.poll(timeout_s)
+        records = self.consumer.poll(self.poll_timeout_s)
         for record in records:
             self.dispatch(record)
         return len(records)

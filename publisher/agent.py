@@ -121,6 +121,7 @@ class PublisherAgent:
             settings.agent_name,
             fetch_timeout_s=settings.fetch_timeout_s,
             metrics=self.metrics,
+            poll_timeout_s=settings.poll_timeout_s,
         )
         self.discovery = DiscoveryView(
             settings.discovery_ttl_s,
@@ -194,6 +195,7 @@ class PublisherAgent:
                 Position.earliest(),
                 {DiscoveryMessage: guarded(self.discovery.handle), LogMessage: log_handler},
                 name="publisher-discovery",
+                poll_timeout_s=self.settings.poll_timeout_s,
             ).start(),
             MessagePoller(
                 self.journal,
@@ -201,6 +203,7 @@ class PublisherAgent:
                 Position.earliest(),
                 {PackageStatusMessage: guarded(self.errors.handle_status), LogMessage: log_handler},
                 name="publisher-status",
+                poll_timeout_s=self.settings.poll_timeout_s,
             ).start(),
         ]
         self.leadership.start(self._leadership_changed)

@@ -36,14 +36,13 @@ from publisher.bad_records import (
 from publisher.entries import Entry, EntrySegment
 from publisher.errors import CacheFetchTimeout
 from publisher.metrics import PublisherMetrics
+from publisher.settings import DEFAULT_POLL_TIMEOUT_S
 from runtime.errors import DecodeError, JournalError, UnknownMessageType
 from runtime.ratelog import RateLimitedLog
 from runtime.supervisor import SupervisedThread
 
 log = logging.getLogger(__name__)
 
-# One poll of the tail consumer waits at most this long, so stop() returns promptly.
-TAIL_POLL_S = 0.1
 # After a failed tail poll (journal unreachable), wait this long before polling again.
 TAIL_ERROR_BACKOFF_S = 1.0
 # Records asked for per poll: large batches make a head fetch of 100,000 entries quick.
@@ -64,11 +63,14 @@ class QueueCache:
         *,
         fetch_timeout_s: float,
         metrics: PublisherMetrics,
+        poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
     ) -> None:
         self.journal = journal
         self.topic = topic
         self.agent_name = agent_name
         self.fetch_timeout_s = fetch_timeout_s
+        # One poll of the tail consumer waits at most this long, so stop() returns promptly.
+        self.poll_timeout_s = poll_timeout_s
         self.metrics = metrics
         self.counts: Counter[str] = Counter()
         self.bad_records = BadRecords(metrics.bad_records, log)
@@ -119,13 +121,13 @@ class QueueCache:
             self._tail.seek(0, resume)
         while not self._stop.is_set():
             try:
-                self.poll_tail(TAIL_POLL_S)
+                self.poll_tail(self.poll_timeout_s)
             except JournalError as exc:
                 self.counts["poll_error"] += 1
                 log.warning("queue cache: tail poll of %s failed, retrying: %s", self.topic, exc)
                 self._stop.wait(TAIL_ERROR_BACKOFF_S)
 
-    def poll_tail(self, timeout_s: float = TAIL_POLL_S) -> int:
+    def poll_tail(self, timeout_s: float) -> int:
         """Read one batch of new records into the cache; returns the number read."""
         assert self._tail is not None, "open() the cache first"
         records = self._tail.poll(timeout_s, FETCH_BATCH_RECORDS)

@@ -40,6 +40,10 @@ DEFAULT_DISCOVERY_TTL_S = 30.0
 # Sling refreshes its view every 5 s: subscribers appearing/disappearing are logged, the
 # minimum processed offset (events) and the per-subscriber metrics are recomputed that often.
 DEFAULT_VIEW_REFRESH_S = 5.0
+# One journal poll of the background readers (the queue cache's tail, the discovery and status
+# pollers) waits at most this long when no record comes, which bounds how long stop() takes.
+# A record ends the wait at once, so a longer poll only saves idle round trips.
+DEFAULT_POLL_TIMEOUT_S = 0.1
 # Sling recycles its package cache every 12 h: entries nobody needs any more are dropped.
 DEFAULT_QUEUE_CACHE_RECYCLE_S = 12 * 3600.0
 # Sling gives up fetching an older range of the package topic after one minute.
@@ -132,6 +136,11 @@ class PublisherSettings(ScdSettings):
 
     discovery_ttl_s: float = Field(default=DEFAULT_DISCOVERY_TTL_S, gt=0)
     view_refresh_s: float = Field(default=DEFAULT_VIEW_REFRESH_S, gt=0)
+    poll_timeout_s: float = Field(
+        default=DEFAULT_POLL_TIMEOUT_S,
+        gt=0,
+        description="Longest wait of one journal poll of the background readers (bounds stop).",
+    )
     queue_cache_recycle_s: float = Field(default=DEFAULT_QUEUE_CACHE_RECYCLE_S, gt=0)
     fetch_timeout_s: float = Field(default=DEFAULT_FETCH_TIMEOUT_S, gt=0)
     blocked_after_attempts: int = Field(default=DEFAULT_BLOCKED_AFTER_ATTEMPTS, ge=1)

@@ -20,6 +20,9 @@ TOKEN = "unit-test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # Unit tests refresh the view and run leader jobs every 50 ms so that they finish quickly.
 FAST_REFRESH_S = 0.05
+# A journal poll of the agent's readers waits 20 ms at most: stopping an agent, which every
+# test does, waits for the polls in progress.
+FAST_POLL_S = 0.02
 
 
 def publisher_settings(**overrides: Any) -> PublisherSettings:
@@ -28,6 +31,7 @@ def publisher_settings(**overrides: Any) -> PublisherSettings:
         "instance_id": "pub-1",
         "view_refresh_s": FAST_REFRESH_S,
         "leader_lock_retry_s": FAST_REFRESH_S,
+        "poll_timeout_s": FAST_POLL_S,
         **overrides,
     }
     return PublisherSettings(**values)

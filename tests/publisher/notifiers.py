@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from journal.api import Journal, Position, Record
@@ -13,6 +11,7 @@ from publisher.events import DistributedEvents, distributed_event
 from publisher.metrics import PublisherMetrics
 from publisher.queue_cache import QueueCache
 from runtime.errors import Fenced
+from tests.contract.journal_contract import read_all
 from tests.publisher.packages import put_packages
 
 AGENT = "publish"
@@ -52,15 +51,10 @@ def read_cache_to_end(events: DistributedEvents) -> None:
 
 
 def event_offsets(journal: Journal, event_topic: str, expected: int) -> list[int]:
-    """Package offsets of the events on ``event_topic``, in log order (polled until
-    ``expected`` arrived, then once more for any extra)."""
-    found: list[dict[str, Any]] = []
-    with journal.consumer(event_topic, Position.earliest()) as consumer:
-        for _ in range(100):
-            records = consumer.poll(0.2)
-            found += [e for r in records if (e := distributed_event(r.headers, r.value))]
-            if len(found) >= expected and not records:
-                break
+    """Package offsets of the events on ``event_topic``, in log order (read until ``expected``
+    arrived and on to the topic's end, for any extra)."""
+    records = read_all(journal, event_topic, Position.earliest(), expected)
+    found = [e for r in records if (e := distributed_event(r.headers, r.value))]
     return [e["offset"] for e in found]
 
 

@@ -172,10 +172,10 @@ def read_messages(journal: Journal, topic: str) -> list[tuple[int, Any]]:
             records = consumer.poll(0.05)
             for r in records:
                 out.append((r.offset, m.decode(r.headers, r.value)))
+            if consumer.positions().get(0, 0) >= end:
+                break
             if records:
                 quiet_since = time.monotonic()
-            elif consumer.positions().get(0, 0) >= end:
-                break
         return out
 
 

@@ -4,6 +4,7 @@ answers. No S3 server needed: the failures are staged with local sockets."""
 
 from __future__ import annotations
 
+import select
 import socket
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from tests.contract.blobstore_contract import EVERY_CALL
 BUCKET = "unreachable-bucket"
 
 # Small timeouts for the staged hangs: the test proves they are honoured, not their defaults.
-STAGED_TIMEOUT_S = 0.25
+STAGED_TIMEOUT_S = 0.1
 STAGED_ATTEMPTS = 2
 
 # Slack for scheduling and back-off between attempts on a loaded machine.
@@ -67,7 +68,9 @@ def unanswered_port() -> Iterator[int]:
             filler.setblocking(False)
             filler.connect_ex(("127.0.0.1", port))
             fillers.append(filler)
-        time.sleep(0.1)
+        # A filler connected fills the queue; the attempts after it are not answered.
+        _, connected, _ = select.select([], fillers, [], 5.0)
+        assert connected, "no connection to fill the accept queue"
         yield port
         for filler in fillers:
             filler.close()

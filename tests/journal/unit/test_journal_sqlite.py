@@ -39,6 +39,8 @@ def new_topic(journal: Journal) -> NewTopic:
 
 
 class TestSqliteJournal(JournalContract, GarbageOnEveryTopic):
+    retention_ms = 200
+
     def expire(self, journal: Journal) -> None:
         assert isinstance(journal, SqliteJournal)
         journal.expire_now()

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import select
 import signal
 import subprocess
 import sys
 import time
+from typing import IO
 
 from runtime.logs import JsonFormatter
+
+STACK_DUMP_MARKERS = ("parked_worker", "Current thread", "in <module>")
 
 
 def test_json_lines_carry_extras() -> None:
@@ -50,13 +55,31 @@ def test_sigusr1_writes_every_thread_stack_and_the_process_goes_on() -> None:
     try:
         assert child.stdout.readline().strip() == "ready"
         child.send_signal(signal.SIGUSR1)
-        time.sleep(0.5)
+        dump = read_until(child.stderr, STACK_DUMP_MARKERS, timeout_s=10)
         child.stdin.write("yes\n")
         child.stdin.flush()
-        out, err = child.communicate(timeout=10)
+        out, rest = child.communicate(timeout=10)
     finally:
         child.kill()
+    err = dump + rest
     assert out.strip() == "still running: yes"
     assert "parked_worker" in err, err
     assert "Current thread" in err, err
     assert "in <module>" in err, err
+
+
+def read_until(stream: IO[str] | None, markers: tuple[str, ...], timeout_s: float) -> str:
+    """What a child wrote to ``stream`` until every marker appeared (or ``timeout_s`` passed)."""
+    assert stream is not None
+    fd = stream.fileno()  # unbuffered reads: select sees only what the buffer has not taken
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    while not all(marker.encode() in data for marker in markers):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            break
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode()

@@ -13,6 +13,7 @@ from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.discovery import DiscoveryView
 from publisher.events import distributed_event
+from tests.contract.journal_contract import read_all
 from tests.publisher.conftest import AUTH, AgentFactory
 from tests.publisher.notifiers import (
     announce,
@@ -28,10 +29,7 @@ TOPICS = TopicSettings()
 
 
 def events(journal: Journal) -> list[dict[str, Any]]:
-    with journal.consumer(TOPICS.event, Position.earliest()) as consumer:
-        records = []
-        while batch := consumer.poll(0.05):
-            records.extend(batch)
+    records = read_all(journal, TOPICS.event, Position.earliest(), 0)
     found = [e for r in records if (e := distributed_event(r.headers, r.value)) is not None]
     return sorted(found, key=lambda e: e["offset"])
 

@@ -3,7 +3,14 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from journal.api import Record
+from journal.settings import TopicSettings
+from journal.sqlite import SqliteConsumer
 from publisher.settings import PublisherSettings
+from tests.publisher.conftest import AgentFactory
+from tests.waiting import wait_for
+
+TOPICS = TopicSettings()
 
 GOOD_TOKEN = "a-real-secret-of-enough-length"
 
@@ -44,3 +51,21 @@ def test_environment_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bad_settings_name_the_setting(field: str, value: object, setting: str) -> None:
     with pytest.raises(ValidationError, match=setting):
         PublisherSettings.model_validate({"api_token": GOOD_TOKEN, field: value})
+
+
+def test_the_readers_poll_the_journal_poll_timeout_s_at_a_time(
+    make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SCD_PUBLISHER_POLL_TIMEOUT_S reaches the queue cache tail and both pollers."""
+    waits: dict[str, set[float]] = {}
+    poll = SqliteConsumer.poll
+
+    def recorded(self: SqliteConsumer, timeout_s: float, max_records: int = 500) -> list[Record]:
+        waits.setdefault(self.topic, set()).add(timeout_s)
+        return poll(self, timeout_s, max_records)
+
+    monkeypatch.setattr(SqliteConsumer, "poll", recorded)
+    make_agent(poll_timeout_s=0.03)
+    readers = {TOPICS.package, TOPICS.discovery, TOPICS.status}
+    wait_for(lambda: readers <= waits.keys(), what="a poll of each reader")
+    assert {topic: waits[topic] for topic in readers} == {topic: {0.03} for topic in readers}

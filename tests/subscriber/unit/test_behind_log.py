@@ -2,9 +2,9 @@
 topic deleted stops importing (BEHIND_LOG, not ready, counted, one ERROR line) until it is
 restarted with --accept-gap, which skips that one gap, records it in the store and counts it.
 
-On the embedded journal with a package topic of a second's retention, on in-memory stores;
-tests/subscriber/integration/test_behind_log.py runs them on real Kafka too, and once on a Delta
-store."""
+On the embedded journal with a package topic of a quarter second's retention, on in-memory
+stores; tests/subscriber/integration/test_behind_log.py runs them on real Kafka too, and once on
+a Delta store."""
 
 from __future__ import annotations
 
@@ -39,7 +39,10 @@ from tests.waiting import wait_for
 
 # Package topic retention per backend: the embedded journal applies it on demand (expire_now);
 # the test broker checks every 5 s and deletes closed segments (as the spill cleanup test).
-RETENTION_MS = {"sqlite": 1000, "kafka": 4000}
+RETENTION_MS = {"sqlite": 250, "kafka": 4000}
+
+# The announcement beat, on which a subscriber behind the log checks again (10 s by default).
+RECHECK_S = 0.1
 
 
 def good(name: str) -> ContentPackage:
@@ -83,7 +86,9 @@ def answers(journal: Journal, topic: str) -> bool:
 def expire_through(env: Env, offset: int) -> None:
     """Wait until retention deleted every package up to ``offset``. The package sent to roll
     Kafka's segment may go too, later: tests do not count on it."""
-    time.sleep(env.js.topics.package_retention_ms / 1000 + 0.3)
+    if isinstance(env.journal, KafkaJournal):
+        # Kafka rolls a segment when a record comes once it is older than the retention.
+        time.sleep(env.js.topics.package_retention_ms / 1000 + 0.3)
     env.send(good("rolls"))  # a closed segment is deleted, the active one never
 
     def deleted() -> bool:
@@ -134,7 +139,7 @@ def test_a_subscriber_restarted_behind_the_log_stops_until_the_gap_is_accepted(
     after = env.send(good("after"))
     history = list(store.history)
 
-    behind = env.memory_agent(store)
+    behind = env.memory_agent(store, announce_interval_s=RECHECK_S)
     try:
         assert behind.state == "BEHIND_LOG"
         assert behind.health().state == "BEHIND_LOG"
@@ -142,8 +147,8 @@ def test_a_subscriber_restarted_behind_the_log_stops_until_the_gap_is_accepted(
         assert not ready
         assert f"offsets {lost[0]}.." in reason
         assert "--accept-gap" in reason
-        # It stays alive, checks again on the announcement beat (0.5 s here), imports nothing
-        # and says so once.
+        # It stays alive, checks again on the announcement beat (RECHECK_S here), imports
+        # nothing and says so once.
         run_for(behind, 3 * behind.settings.announce_interval_s)
         assert behind.state == "BEHIND_LOG"
         assert not behind.ready()[0]
@@ -160,7 +165,7 @@ def test_a_subscriber_restarted_behind_the_log_stops_until_the_gap_is_accepted(
     finally:
         behind.stop()
 
-    resumed = env.memory_agent(store, accept_gap=True)
+    resumed = env.memory_agent(store, accept_gap=True, announce_interval_s=RECHECK_S)
     try:
         assert resumed.state != "BEHIND_LOG"
         assert metric(resumed, "scd_behind_log") == 0
@@ -193,7 +198,7 @@ def test_a_gap_opening_while_it_runs_stops_it_even_with_accept_gap_set(
     env = short_env
     caplog.set_level(logging.WARNING)
     store = MemoryStore()
-    agent = env.memory_agent(store, accept_gap=True)
+    agent = env.memory_agent(store, accept_gap=True, announce_interval_s=RECHECK_S)
     try:
         assert any("no gap to accept" in r.getMessage() for r in caplog.records)
         seen = env.send(good("seen"))
@@ -225,7 +230,7 @@ def test_a_gap_opening_while_it_runs_stops_it_even_with_accept_gap_set(
         assert f"offsets {lost[0]}.." in agent.ready()[1]
         assert len(behind_log_errors(caplog)) == 1
         assert metric(agent, "scd_log_gaps_total", action="stopped") == 1
-        run_for(agent, 1.0)
+        run_for(agent, 3 * agent.settings.announce_interval_s)
         assert store.node("/after") is None
         assert agent.processed_offset == seen
     finally:
@@ -249,7 +254,7 @@ def test_it_resumes_by_itself_once_the_log_has_its_offset_again(
     monkeypatch.setattr(
         env.journal, "earliest_offset", lambda t, p=0: after + 5 if t == topic else earliest(t, p)
     )
-    agent = env.memory_agent(store)
+    agent = env.memory_agent(store, announce_interval_s=RECHECK_S)
     try:
         assert agent.state == "BEHIND_LOG"
         assert f"offsets {after}..{after + 4}" in agent.ready()[1]

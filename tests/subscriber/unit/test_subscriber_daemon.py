@@ -23,7 +23,7 @@ def test_waits_for_kafka_and_stops_on_sigterm(tmp_path: Path) -> None:
         **os.environ,
         "SCD_JOURNAL_BACKEND": "kafka",
         "SCD_JOURNAL_BOOTSTRAP_SERVERS": f"127.0.0.1:{closed_port()}",
-        "SCD_JOURNAL_REQUEST_TIMEOUT_S": "1",
+        "SCD_JOURNAL_REQUEST_TIMEOUT_S": "0.2",
         "SCD_SUBSCRIBER_STORE_PATH": str(tmp_path / "store"),
     }
     proc = subprocess.Popen(
