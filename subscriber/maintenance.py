@@ -7,11 +7,13 @@ one step at most, never for a whole maintenance run. Steps, in the order they ar
 * ``purge``: sent statuses and superseded offset rows are removed (every
   ``purge_every_commits`` commits, and after ``interval_s`` when commits were made since);
 * ``fold``: the node versions that later imports replaced are deleted with the scope rows
-  that replaced them, ``fold_max_scopes`` scopes per run (once ``fold_min_scopes`` scopes
-  wait, and after ``interval_s`` for any); imports only append, so this is where replaced
-  content leaves the table. Its MERGE reads the whole table (seconds, 38 s on a million-node
-  store: bench/README.md), but it runs between imports: beside one, Delta 4.0 fails it with a
-  concurrent-append conflict although imports are blind appends;
+  that replaced them, ``fold_max_scopes`` scopes per run, once ``fold_min_scopes`` scopes
+  wait (a fold rewrites every file holding a replaced version, and the files it replaced stay
+  for the retention: rare large folds rewrite and keep less than frequent small ones; the
+  few versions left unfolded cost reads next to nothing); imports only append, so this is
+  where replaced content leaves the table. Its MERGE reads the whole table (seconds; 38 s
+  on a million-node store: bench/README.md), but it runs between imports: beside one, Delta
+  4.0 fails it with a concurrent-append conflict although imports are blind appends;
 * ``checkpoint``: a Delta checkpoint once enough commits were made; Delta also deletes log
   entries older than the retention when it writes one;
 * ``retention``: the table keeps its log and removed files for the retention (table
@@ -75,9 +77,9 @@ class MaintenancePolicy:
     target_file_bytes: int = 128 * 1024
     purge_every_commits: int = 100
     # A fold rewrites the files holding replaced versions: fewer, larger folds rewrite less
-    # per scope, and one run is bounded like a commit.
-    fold_min_scopes: int = 200
-    fold_max_scopes: int = 2000
+    # per scope; one run is bounded like a commit.
+    fold_min_scopes: int = 1000
+    fold_max_scopes: int = 5000
     checkpoint_every_commits: int = IDLE_CHECKPOINT_COMMITS
 
     @classmethod
@@ -126,7 +128,7 @@ class Maintenance:
         self.commits = 0  # commits this process made (counted by the import loop)
         self._since_purge = 0
         started = clock()
-        self._last = {PURGE: started, FOLD: started, COMPACT: started, VACUUM: started}
+        self._last = {PURGE: started, COMPACT: started, VACUUM: started}
         self._retention_checked = False  # in this process
         self._retention_fresh = False  # checked since the last VACUUM started
         self._compact_check = False  # a purge ran: see whether compaction is due
@@ -162,13 +164,10 @@ class Maintenance:
         )
         if state is not None and self._since_purge > 0 and not state.pending_statuses and purge_due:
             return self._purge(state.sent_statuses_up_to)
-        fold_due = now >= self._fold_not_before and (
+        fold_due = (
             state is not None
-            and state.scopes > 0
-            and (
-                state.scopes >= policy.fold_min_scopes
-                or now - self._last[FOLD] >= policy.interval_s
-            )
+            and state.scopes >= policy.fold_min_scopes
+            and now >= self._fold_not_before
         )
         if fold_due:
             return self._fold()
@@ -233,7 +232,7 @@ class Maintenance:
         return self._run(PURGE, purge)
 
     def _fold(self) -> StepReport:
-        now = self._last[FOLD] = self.clock()
+        now = self.clock()
         try:
             return self._run(FOLD, lambda: self.store.fold(self.policy.fold_max_scopes))
         except Exception:

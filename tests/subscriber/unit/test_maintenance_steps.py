@@ -66,12 +66,12 @@ def test_each_call_runs_the_first_due_step_only() -> None:
     report = maintenance.reports[-1]
     assert (report.files_before, report.files_after) == (5, 1)
 
-    # The interval passed: the fold of the five scopes waiting, the retention again (VACUUM
-    # deletes by it), VACUUM (in its thread), then nothing.
+    # The interval passed: the retention again (VACUUM deletes by it), VACUUM (in its
+    # thread), then nothing (five scopes wait: too few to fold).
     clock.offset += 61
-    assert [maintenance.step() is None for _ in range(3)] == [False, False, True]
+    assert [maintenance.step() is None for _ in range(2)] == [False, True]
     maintenance.wait(5)
-    assert calls(store)[-3:] == ["fold", "retention", "vacuum"]
+    assert calls(store)[-2:] == ["retention", "vacuum"]
     assert store.maintenance_calls[-1] == ("vacuum", (True,))  # first: full
     assert maintenance.step() is None
     clock.offset += 61
@@ -84,7 +84,9 @@ def test_each_call_runs_the_first_due_step_only() -> None:
 def test_maintenance_off_only_purges_folds_and_checkpoints() -> None:
     store = committed_store(4)
     clock = Clock()
-    policy = MaintenancePolicy(enabled=False, purge_every_commits=4, checkpoint_every_commits=4)
+    policy = MaintenancePolicy(
+        enabled=False, purge_every_commits=4, checkpoint_every_commits=4, fold_min_scopes=4
+    )
     maintenance = Maintenance("sub", store, policy, clock=clock)
     maintenance.commits_since_purge = 4
     clock.offset += 10 * policy.interval_s
