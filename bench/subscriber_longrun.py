@@ -51,6 +51,7 @@ from subscriber.agent import SubscriberAgent
 from subscriber.changes import ChangeSet
 from subscriber.content import list_tree
 from subscriber.delta_store import DeltaStore
+from subscriber.maintenance import CHECKPOINT, COMPACT, FOLD, PURGE, RETENTION, VACUUM
 from subscriber.settings import SubscriberSettings
 
 DEFAULT_COMMITS = 5000
@@ -64,7 +65,7 @@ DEFAULT_RETENTION_MINUTES = 3.0
 DEFAULT_INTERVAL_S = 60.0
 # The idle poll after each import: long enough for the prefetch to come back empty.
 POLL_TIMEOUT_S = 0.05
-STEPS = ("purge", "checkpoint", "retention", "compact", "vacuum")
+STEPS = (PURGE, FOLD, CHECKPOINT, RETENTION, COMPACT, VACUUM)
 
 
 def log(message: str) -> None:
