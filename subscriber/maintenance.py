@@ -7,13 +7,17 @@ one step at most, never for a whole maintenance run. Steps, in the order they ar
 * ``purge``: sent statuses and superseded offset rows are removed (every
   ``purge_every_commits`` commits, and after ``interval_s`` when commits were made since);
 * ``fold``: the node versions that later imports replaced are deleted with the scope rows
-  that replaced them, ``fold_max_scopes`` scopes per run, once ``fold_min_scopes`` scopes
-  wait (a fold rewrites every file holding a replaced version, and the files it replaced stay
-  for the retention: rare large folds rewrite and keep less than frequent small ones; the
-  few versions left unfolded cost reads next to nothing); imports only append, so this is
-  where replaced content leaves the table. Its MERGE reads the whole table (seconds; 38 s
-  on a million-node store: bench/README.md), but it runs between imports: beside one, Delta
-  4.0 fails it with a concurrent-append conflict although imports are blind appends;
+  that replaced them (up to ``fold_max_scopes`` per run); imports only append, so this is
+  where replaced content leaves the table. A fold rewrites nearly every file (replaced
+  versions are spread over all of them) and the files it replaced stay for the retention, so
+  it runs when the table grew by ``fold_growth`` since the last fold of this process (and at
+  least ``fold_min_scopes`` scopes wait): like a log-structured merge, each byte imported is
+  rewritten about 1 / ``fold_growth`` times and at most that share of the table is replaced
+  versions, whatever the table's size. A fixed number of scopes would instead rewrite the
+  whole table every few minutes and keep a copy per fold for the retention (days). Its MERGE
+  reads the whole table (38 s on a million-node store: bench/README.md), between imports:
+  beside one, Delta 4.0 fails it with a concurrent-append conflict although imports are
+  blind appends;
 * ``checkpoint``: a Delta checkpoint once enough commits were made; Delta also deletes log
   entries older than the retention when it writes one;
 * ``retention``: the table keeps its log and removed files for the retention (table
@@ -76,10 +80,10 @@ class MaintenancePolicy:
     compact_min_files: int = 20
     target_file_bytes: int = 128 * 1024
     purge_every_commits: int = 100
-    # A fold rewrites the files holding replaced versions: fewer, larger folds rewrite less
-    # per scope; one run is bounded like a commit.
+    # A fold is due once the table grew by this share since the last one (see above).
+    fold_growth: float = 0.5
     fold_min_scopes: int = 1000
-    fold_max_scopes: int = 5000
+    fold_max_scopes: int = 100_000
     checkpoint_every_commits: int = IDLE_CHECKPOINT_COMMITS
 
     @classmethod
@@ -92,6 +96,7 @@ class MaintenancePolicy:
             compact_min_files=settings.maintenance_compact_min_files,
             target_file_bytes=settings.maintenance_target_file_bytes,
             purge_every_commits=settings.purge_every_commits,
+            fold_growth=settings.maintenance_fold_growth,
         )
 
 
@@ -134,6 +139,10 @@ class Maintenance:
         self._compact_check = False  # a purge ran: see whether compaction is due
         self._commits_at_compact = 0
         self._fold_not_before = started
+        # Table bytes after this process's last fold (None: none yet, the first one is due on
+        # the scope count alone), and the commit count when growth was last looked at.
+        self._folded_bytes: int | None = None
+        self._commits_at_fold_check = -1
         self._vacuum: threading.Thread | None = None
         self._vacuumed = False
 
@@ -168,6 +177,7 @@ class Maintenance:
             state is not None
             and state.scopes >= policy.fold_min_scopes
             and now >= self._fold_not_before
+            and self._grown()
         )
         if fold_due:
             return self._fold()
@@ -231,13 +241,29 @@ class Maintenance:
 
         return self._run(PURGE, purge)
 
+    def _grown(self) -> bool:
+        """True when the table grew by ``fold_growth`` since this process's last fold (looked
+        at once per commit: idle polls in between do not read the table's size again)."""
+        if self._folded_bytes is None:
+            return True
+        if self.commits == self._commits_at_fold_check:
+            return False
+        self._commits_at_fold_check = self.commits
+        grown_to = self._folded_bytes * (1 + self.policy.fold_growth)
+        return self.store.file_stats().bytes >= grown_to
+
     def _fold(self) -> StepReport:
         now = self.clock()
         try:
-            return self._run(FOLD, lambda: self.store.fold(self.policy.fold_max_scopes))
+            report = self._run(FOLD, lambda: self.store.fold(self.policy.fold_max_scopes))
         except Exception:
             self._fold_not_before = now + min(FOLD_RETRY_S, self.policy.interval_s)
             raise
+        state = self.store.state
+        more = state is not None and state.scopes >= self.policy.fold_min_scopes
+        # Scopes left beyond one run's bound: the next run follows, on the count alone.
+        self._folded_bytes = None if more else self.store.file_stats().bytes
+        return report
 
     def _checkpoint(self) -> None:
         self.store.checkpoint()

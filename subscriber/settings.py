@@ -77,6 +77,10 @@ class SubscriberSettings(ScdSettings):
     # fewer of them, but a fold rewrites the whole file holding a version it deletes, and that
     # copy stays on disk for the retention (bench/README.md).
     maintenance_target_file_bytes: int = Field(default=128 * 1024, ge=1024)
+    # Replaced versions are folded out once the table grew by this share since the last fold:
+    # smaller means fewer replaced versions read and kept, larger fewer rewrites of the table
+    # (each kept on disk for the retention). subscriber/maintenance.py.
+    maintenance_fold_growth: float = Field(default=0.5, gt=0, le=10)
     # One writer per store (subscriber/writer_lease.py, README "One writer per store"): the
     # writer renews its lease every renew_s; a standby takes over once the lease went
     # unrenewed for ttl_s (at most ttl_s + 2 * renew_s after the writer died). A shorter ttl

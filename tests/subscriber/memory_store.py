@@ -55,6 +55,9 @@ class MemoryStore:
     # compaction.
     maintenance_calls: list[tuple[str, object]] = field(default_factory=list)
     files: int = 0
+    # The table's "bytes": one per node version and scope row written, until a fold leaves the
+    # current tree and the scopes not folded.
+    table_bytes: int = 0
     recorded_offsets: list[tuple[int, str]] = field(default_factory=list)  # record_offset calls
     shared: Shared = field(default_factory=Shared)
     epoch: int | None = None  # this view's claim (None: unguarded)
@@ -115,6 +118,7 @@ class MemoryStore:
             del self.tree[path]
         self.tree.update(nodes)
         self.scopes += len(changes.scopes)
+        self.table_bytes += len(nodes) + len(changes.scopes)
         statuses = [(o, a, status_name(s)) for o, a, s in changes.statuses]
         self._statuses.extend(statuses)
         self._offset = last.offset
@@ -156,6 +160,7 @@ class MemoryStore:
         assert self.state is not None
         self.maintenance_calls.append(("fold", max_scopes))
         self.scopes = self.state.scopes = max(0, self.scopes - max_scopes)
+        self.table_bytes = len(self.tree) + self.scopes
         return StepOutcome(self.files, self.files)
 
     def checkpoint(self) -> None:
@@ -164,7 +169,9 @@ class MemoryStore:
         self.commits_since_checkpoint = 0
 
     def file_stats(self, small_file_bytes: int | None = None) -> FileStats:
-        return FileStats(self.files, 0, None if small_file_bytes is None else self.files)
+        return FileStats(
+            self.files, self.table_bytes, None if small_file_bytes is None else self.files
+        )
 
     def compact(self, target_file_bytes: int) -> StepOutcome:
         self.maintenance_calls.append(("compact", target_file_bytes))

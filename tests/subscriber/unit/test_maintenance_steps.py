@@ -129,6 +129,47 @@ def test_a_fold_runs_once_enough_scopes_wait_and_a_failed_one_waits_to_retry() -
     assert 'scd_store_scopes{agent="sub"} 0.0' in metrics.render().decode()
 
 
+def commit_pages(store: MemoryStore, first: int, count: int) -> None:
+    for i in range(first, first + count):
+        changes = store.begin()
+        changes.add(add(i, f"/p{i}", node(f"/p{i}", v="x")))
+        store.commit(changes)
+
+
+def test_after_a_fold_the_next_waits_until_the_table_grew_by_the_fold_growth() -> None:
+    store = committed_store(4)  # 4 versions and 4 scopes: 8 "bytes"
+    policy = MaintenancePolicy(fold_min_scopes=1, fold_growth=1.0, enabled=False)
+    maintenance = Maintenance("sub", store, policy)
+
+    def step_after_commit(page: int) -> str | None:
+        commit_pages(store, page, 1)  # one version and one scope: 2 bytes
+        maintenance.commits_since_purge += 1  # as the import loop counts them
+        report = maintenance.step()
+        return report.step if report else None
+
+    report = maintenance.step()  # the process's first fold: on the scope count alone
+    assert report is not None
+    assert report.step == "fold"
+    assert store.table_bytes == 4  # the current tree is left: doubled at 8
+    assert [step_after_commit(p) for p in (4, 5)] == [None, "fold"]  # 6, then 8
+    assert store.table_bytes == 6  # doubled at 12
+    assert [step_after_commit(p) for p in (6, 7, 8)] == [None, None, "fold"]
+    assert calls(store) == ["fold"] * 3
+
+
+def test_a_fold_that_leaves_scopes_beyond_its_bound_is_followed_at_once() -> None:
+    store = committed_store(10)
+    policy = MaintenancePolicy(
+        fold_min_scopes=3, fold_max_scopes=4, enabled=False, checkpoint_every_commits=100
+    )
+    maintenance = Maintenance("sub", store, policy)
+    folds = [maintenance.step() for _ in range(4)]
+    assert [r.step if r else None for r in folds] == ["fold", "fold", None, None]
+    assert store.state is not None
+    assert store.state.scopes == 2  # fewer than fold_min_scopes: left for later
+    assert calls(store) == ["fold", "fold"]
+
+
 @dataclass
 class FailingFold(MemoryStore):
     def fold(self, max_scopes: int) -> StepOutcome:
