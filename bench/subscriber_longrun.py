@@ -309,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                 "purge_every_commits",
                 "maintenance_compact_min_files",
                 "maintenance_target_file_bytes",
+                "maintenance_fold_growth",
             )
         },
     }
