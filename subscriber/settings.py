@@ -16,6 +16,9 @@ from journal.wire.package import MAX_DECODED_BYTES
 from journal.wire.signing import check_key_ids, parse_key_list
 from runtime.config import ScdSettings
 
+# Spark's local JVM refuses a heap below 1.5 times the 300 MiB it reserves.
+SPARK_MIN_DRIVER_MEMORY = 450 << 20
+
 
 class SubscriberSettings(ScdSettings):
     config_section = "subscriber"
@@ -104,6 +107,11 @@ class SubscriberSettings(ScdSettings):
     # coordinates. deploy/spark-jars.sh prefetches them for offline machines.
     spark_jars: Annotated[list[str], NoDecode] = Field(default_factory=list)
     spark_shuffle_partitions: int = Field(default=2, ge=1)
+    # Heap of the local Spark JVM (spark.driver.memory, a JVM size such as 512m or 2g; Spark
+    # needs 450m at least). The subscriber's memory is that heap plus ~340 MiB the JVM needs
+    # besides it, plus ~125 MiB of Python: 512m keeps it under 1 GiB, a million-node store
+    # included (bench/README.md).
+    spark_driver_memory: str = Field(default="512m", pattern=r"^[1-9][0-9]{0,5}[kKmMgG]$")
 
     # Signed records: public keys accepted for package and command records, as
     # "key_id=/path/key.pub,key_id2=base64:<raw 32 bytes>" (a table in TOML); several during a
@@ -132,6 +140,14 @@ class SubscriberSettings(ScdSettings):
                 "renewal does not lose the lease"
             )
         return self
+
+    @field_validator("spark_driver_memory")
+    @classmethod
+    def _heap_spark_accepts(cls, value: str) -> str:
+        unit = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[value[-1].lower()]
+        if int(value[:-1]) * unit < SPARK_MIN_DRIVER_MEMORY:
+            raise ValueError("at least 450m: Spark refuses to start with less")
+        return value
 
     @field_validator("verify_keys", mode="before")
     @classmethod

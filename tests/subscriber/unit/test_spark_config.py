@@ -1,0 +1,25 @@
+"""The subscriber's Spark settings: the JVM heap is bounded by a setting with a clear rule, so a
+typo or a hostile value is refused at start instead of reaching spark-submit."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from subscriber.settings import SubscriberSettings
+from subscriber.spark import spark_config
+
+
+def test_the_jvm_heap_is_512m_unless_set() -> None:
+    assert spark_config(SubscriberSettings())["spark.driver.memory"] == "512m"
+    assert spark_config(SubscriberSettings(spark_driver_memory="2g"))["spark.driver.memory"] == "2g"
+    assert SubscriberSettings(spark_driver_memory="450M").spark_driver_memory == "450M"
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "512", "0m", "1.5g", "512mb", "-1g", "1g --conf x=y", "9999999g", "512m\n", "449m", "4k"],
+)
+def test_a_heap_that_is_not_a_jvm_size_is_refused(value: str) -> None:
+    with pytest.raises(ValidationError, match="spark_driver_memory"):
+        SubscriberSettings(spark_driver_memory=value)
