@@ -19,9 +19,9 @@ def spark_config(settings: SubscriberSettings) -> dict[str, str]:
     config = {
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.driver.memory": settings.spark_driver_memory,
         # Imports are small jobs: Spark's default of 200 shuffle partitions would make every
         # MERGE schedule hundreds of empty tasks.
-        "spark.driver.memory": settings.spark_driver_memory,
         "spark.sql.shuffle.partitions": str(settings.spark_shuffle_partitions),
         "spark.databricks.delta.snapshotPartitions": str(settings.spark_shuffle_partitions),
         "spark.ui.enabled": "false",
