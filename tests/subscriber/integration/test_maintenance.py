@@ -141,3 +141,33 @@ def test_a_purge_never_rewrites_what_an_earlier_purge_wrote(spark: Any, tmp_path
     store.forget_statuses(-1)
     assert purged <= active_files(spark, location)
     assert DeltaStore(spark, location).open().offset == 7
+
+
+def test_on_delta_a_fold_waits_until_the_table_s_bytes_grew_by_the_fold_growth(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The growth trigger reads the real table's size: after a fold, the next waits until
+    appends made the table ``fold_growth`` larger than the fold left it."""
+    store = DeltaStore(spark, str(tmp_path / "store"))
+    store.open()
+    import_one_at_a_time(store, 0, 6)
+    policy = MaintenancePolicy(enabled=False, fold_min_scopes=1, fold_growth=2.0)
+    maintenance = Maintenance("test", store, policy)
+    report = maintenance.step()  # the first fold of the process: on the scope count alone
+    assert report is not None
+    assert report.step == "fold"
+    folded = store.file_stats().bytes
+    assert store.state is not None
+    due_at = None
+    for offset in range(6, 40):
+        import_one_at_a_time(store, offset, 1)
+        maintenance.commits_since_purge += 1  # as the import loop counts them
+        grown = store.file_stats().bytes >= folded * 3
+        report = maintenance.step()  # no purge is due (100 commits), a checkpoint may be
+        assert (report is not None and report.step == "fold") == grown, offset
+        if grown:
+            due_at = offset
+            break
+    assert due_at is not None
+    assert due_at > 7  # appends without a fold came first
+    assert store.state.scopes == 0

@@ -1,5 +1,6 @@
-"""The subscriber's Spark settings: the JVM heap is bounded by a setting with a clear rule, so a
-typo or a hostile value is refused at start instead of reaching spark-submit."""
+"""Subscriber settings that size the process: the JVM heap (a setting with a clear rule, so a
+typo or a hostile value is refused at start instead of reaching spark-submit) and the fold
+growth."""
 
 from __future__ import annotations
 
@@ -23,3 +24,9 @@ def test_the_jvm_heap_is_512m_unless_set() -> None:
 def test_a_heap_that_is_not_a_jvm_size_is_refused(value: str) -> None:
     with pytest.raises(ValidationError, match="spark_driver_memory"):
         SubscriberSettings(spark_driver_memory=value)
+
+
+@pytest.mark.parametrize("value", ["0", "-0.5", "10.5", "nan", "inf", "half"])
+def test_a_fold_growth_out_of_range_is_refused(value: str) -> None:
+    with pytest.raises(ValidationError, match="maintenance_fold_growth"):
+        SubscriberSettings.model_validate({"maintenance_fold_growth": value})
