@@ -41,8 +41,8 @@ from confluent_kafka import KafkaError, Message, Producer, TopicPartition
 from kafka_broker import resolve_bootstrap
 
 from journal.api import Journal, Position, TopicSpec
-from journal.kafka import ACK_POLL_S, KafkaJournal
-from journal.sqlite import SqliteJournal
+from journal.kafka.journal import ACK_POLL_S, KafkaJournal
+from journal.sqlite.journal import SqliteJournal
 
 # Records per throughput run: 20,000 x 5 KB = 100 MB, enough for a run to last about a second
 # on Kafka so that client start-up and the last linger/flush are a small share of it.
@@ -88,7 +88,7 @@ def bare_producer_config(bootstrap: str) -> dict[str, Any]:
 
 
 def bare_consumer_config(bootstrap: str) -> dict[str, Any]:
-    """KafkaJournal's consumer settings (journal/kafka_consumer.py, consumer_config)."""
+    """KafkaJournal's consumer settings (journal/kafka/consumer.py, consumer_config)."""
     return {
         "bootstrap.servers": bootstrap,
         "group.id": f"scd-bench-{uuid.uuid4().hex}",

@@ -39,9 +39,9 @@ import httpx
 from confluent_kafka import Producer
 
 from journal.api import RECORD_OVERHEAD_BYTES, Record, TopicSpec
-from journal.kafka import PRODUCER_LINGER_MS, KafkaJournal
+from journal.kafka.journal import PRODUCER_LINGER_MS, KafkaJournal
 from journal.messaging import MessageSender
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from journal.wire.messages import (
     DiscoveryMessage,
     PackageMessage,

@@ -39,7 +39,7 @@ import httpx
 
 from journal.messaging import MessageSender
 from journal.settings import TopicSettings
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from journal.wire.messages import DiscoveryMessage, SubscriberConfiguration, SubscriberState
 
 REPO_DIR = Path(__file__).resolve().parent.parent

@@ -31,8 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from journal.content.package import Node, checksum, decode_package
 from journal.wire import messages as m
-from journal.wire.package import Node, checksum, decode_package
 from subscriber.rows import COLUMNS, SCHEMA, node_row
 
 # Delta transaction id of the baseline's MERGE commits (one per streaming query).

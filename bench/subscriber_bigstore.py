@@ -44,8 +44,8 @@ from typing import Any
 # ``compare`` runs this script against another source tree (SCD_BENCH_TREE).
 sys.path.insert(0, os.environ.get("SCD_BENCH_TREE", str(Path(__file__).resolve().parent.parent)))
 
+from journal.content.package import NODE_TYPE, ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
-from journal.wire.package import NODE_TYPE, ContentPackage, FilterRoot, Node
 from subscriber.changes import Unit
 from subscriber.delta_store import DeltaStore
 from subscriber.maintenance import MaintenancePolicy

@@ -48,7 +48,7 @@ import subscriber_workload as workload
 from kafka_broker import resolve_bootstrap
 
 from journal.api import Journal
-from journal.kafka import KafkaJournal
+from journal.kafka.journal import KafkaJournal
 from journal.settings import JournalSettings, TopicSettings
 from journal.topics import topic_specs
 from subscriber.agent import SubscriberAgent

@@ -23,8 +23,8 @@ import subscriber_baseline as baseline
 from subscriber_workload import PUB_AGENT, Planned, package_message
 
 from journal.api import Journal
+from journal.content.package import Node
 from journal.settings import JournalSettings
-from journal.wire.package import Node
 from subscriber.agent import SubscriberAgent
 from subscriber.changes import ChangeSet
 from subscriber.delta_store import DeltaStore

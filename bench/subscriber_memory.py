@@ -33,17 +33,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from journal.factory import open_journal
-from journal.settings import JournalSettings, TopicSettings
-from journal.topics import topic_specs
-from journal.wire import messages as m
-from journal.wire.package import (
+from journal.content.package import (
     PACKAGE_TYPE,
     ContentPackage,
     FilterRoot,
     Node,
     checksum,
 )
+from journal.factory import open_journal
+from journal.settings import JournalSettings, TopicSettings
+from journal.topics import topic_specs
+from journal.wire import messages as m
 
 MIB = 1024 * 1024
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -56,7 +56,7 @@ DECODED: dict[str, int] = {}  # package id -> decoded bytes
 
 
 def envelope(package: ContentPackage, *, level: int = 6) -> bytes:
-    """The package codec's bytes (journal/wire/package.py), compressed harder than the
+    """The package codec's bytes (journal/content/package.py), compressed harder than the
     publisher does so that a large package fits a record."""
     raw = package.SerializeToString()
     DECODED[package.package_id] = len(raw)

@@ -28,8 +28,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from journal.wire import messages as m
-from journal.wire.package import (
+from journal.content.package import (
     FILE_DATA,
     LAST_MODIFIED,
     NODE_TYPE,
@@ -41,6 +40,7 @@ from journal.wire.package import (
     checksum,
     encode_package,
 )
+from journal.wire import messages as m
 from subscriber.current_tree import current_nodes_sql
 from subscriber.delta_maintenance import quoted
 from subscriber.rows import node_row

@@ -31,8 +31,8 @@ from typing import Any
 from subscriber_import import local_session, machine_info
 from subscriber_latency import percentile
 
+from journal.content.package import ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
-from journal.wire.package import ContentPackage, FilterRoot, Node
 from subscriber.changes import Unit, new_change_set
 from subscriber.delta_store import DeltaStore
 from subscriber.store import WriterDeposed

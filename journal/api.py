@@ -1,7 +1,7 @@
 """The backend-neutral journal API: topics, records, positions, sending and consuming.
 
-Two backends implement it: Kafka (journal/kafka.py) and an embedded SQLite file shared by the
-processes of one machine (journal/sqlite.py). Both give each topic partition monotonically
+Two backends implement it: Kafka (journal/kafka/) and an embedded SQLite file shared by the
+processes of one machine (journal/sqlite/). Both give each topic partition monotonically
 increasing offsets; ``latest_offset`` is the offset the next record will get (Kafka's high
 watermark), ``earliest_offset`` the oldest one still retained.
 """
@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Self
 
+from journal.errors import MessageTooLarge
 from journal.leadership import Election, Leadership
-from runtime.errors import MessageTooLarge
 
 # Bytes a Kafka record adds around key, value and headers (record batch header of 61 bytes,
 # per-record varints and attributes). The pre-send size check adds it so a record that passes
@@ -72,7 +72,7 @@ class Record:
 
     The fields are properties so that a backend may return a subclass that reads them from its
     client's own message object on access instead of copying them up front (KafkaRecord in
-    journal/kafka.py); this class stores them.
+    journal/kafka/journal.py); this class stores them.
     """
 
     __slots__ = ("_headers", "_key", "_offset", "_partition", "_timestamp_ms", "_topic", "_value")

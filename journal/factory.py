@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from journal.api import Journal
-from journal.kafka import KafkaJournal
+from journal.kafka.journal import KafkaJournal
 from journal.settings import JournalSettings
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 
 
 def open_journal(settings: JournalSettings) -> Journal:

@@ -2,8 +2,8 @@
 (``Journal.leadership``): exactly one member leads; another takes over when it dies.
 
 No home-made consensus: on Kafka, group membership on a one-partition coordination topic
-(journal/kafka_leadership.py); on the embedded SQLite backend, an exclusive ``flock`` on a file
-beside the database (the kernel releases it when the process dies).
+(journal/kafka/leadership.py); on the embedded SQLite backend, an exclusive ``flock`` on a file
+beside the database (journal/sqlite/leadership.py).
 
 Handover is safe: losing leadership waits for the leader job in progress to finish
 (``jobs_lock``) before the member rejoins, so the next leader never overlaps with it.
@@ -12,13 +12,10 @@ Handover is safe: losing leadership waits for the leader job in progress to fini
 from __future__ import annotations
 
 import abc
-import fcntl
 import logging
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from runtime.supervisor import SupervisedThread
 
@@ -80,26 +77,3 @@ class Leadership(abc.ABC):
 
     @abc.abstractmethod
     def _run(self) -> None: ...
-
-
-class FileLockLeadership(Leadership):
-    def __init__(self, path: Path, retry_s: float, thread_name: str) -> None:
-        super().__init__(thread_name)
-        self.path = path
-        self.retry_s = retry_s
-
-    def _run(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            while not self._stop.is_set():
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    self._stop.wait(self.retry_s)
-                    continue
-                self._set(True)
-                self._stop.wait()
-        finally:
-            self._set(False)
-            os.close(fd)  # releases the lock

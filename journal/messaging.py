@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 from google.protobuf.message import Message
 
 from journal.api import Consumer, Journal, PendingSend, Position, Record
+from journal.errors import JournalError, UnknownMessageType
 from journal.wire.messages import decode, encode, type_name
 from journal.wire.signing import RecordSigner
-from runtime.errors import DecodeError, JournalError, UnknownMessageType
+from runtime.errors import DecodeError
 from runtime.ratelog import RateLimitedLog
 from runtime.supervisor import SupervisedThread
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from journal.kafka import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_SEND_TIMEOUT_S
+from journal.kafka.journal import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_SEND_TIMEOUT_S
 from runtime.config import ScdSettings
 
 HOUR_MS = 3600 * 1000

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from blobstore import BlobStore
 from journal.api import Journal, Position
+from journal.errors import JournalError
 from journal.leadership import Leadership
 from journal.messaging import MessagePoller
 from journal.settings import JournalSettings
@@ -42,7 +43,7 @@ from publisher.settings import PublisherSettings
 from publisher.spill import PackageSpill
 from publisher.throttle import Throttle
 from runtime.clock import now_ms
-from runtime.errors import JournalError, ScdError
+from runtime.errors import ScdError
 from runtime.supervisor import Supervisor, register_metrics
 
 log = logging.getLogger(__name__)

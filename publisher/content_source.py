@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from journal.wire.package import (
+from journal.content.package import (
     FILE_DATA,
     FILE_TYPE,
     FOLDER_TYPE,
@@ -31,7 +31,7 @@ from journal.wire.package import (
     Node,
     Value,
 )
-from journal.wire.rules import check_text, join
+from journal.content.rules import check_text, join
 from publisher.errors import ContentNotFound, InvalidRequest
 from publisher.request import PropertyValue
 from publisher.values import BinarySink, ValueConverter, content_type_of, set_properties

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from journal.api import Journal
+from journal.content.package import PACKAGE_TYPE
 from journal.wire.messages import PackageMessage, encode
-from journal.wire.package import PACKAGE_TYPE
 from journal.wire.signing import RecordSigner
 from publisher.metrics import PublisherMetrics
 from publisher.package_builder import BuiltPackage, PackageBuilder

@@ -30,13 +30,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from journal.api import FencedWriter, Journal, OutgoingRecord, Position
+from journal.errors import Fenced, JournalError
 from journal.wire.messages import TYPE_HEADER, VERSION_HEADER, WIRE_VERSION
 from publisher.bad_records import BadRecord, BadRecords, check_offset
 from publisher.discovery import DiscoveryView
 from publisher.entries import Entry
 from publisher.metrics import PublisherMetrics
 from publisher.queue_cache import QueueCache
-from runtime.errors import Fenced, JournalError
 
 log = logging.getLogger(__name__)
 

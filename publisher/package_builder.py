@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from blobstore import BlobStore
-from journal.wire import rules
-from journal.wire.package import (
+from journal.content import rules
+from journal.content.package import (
     Binary,
     BlobRef,
     ContentPackage,

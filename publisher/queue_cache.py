@@ -24,8 +24,9 @@ from collections import Counter
 from collections.abc import Iterator
 
 from journal.api import Consumer, Journal, Position, Record
+from journal.content.rules import DEFAULT_LIMITS
+from journal.errors import JournalError, UnknownMessageType
 from journal.wire.messages import PackageMessage, ReqType, decode
-from journal.wire.rules import DEFAULT_LIMITS
 from publisher.bad_records import (
     BadRecord,
     BadRecords,
@@ -37,7 +38,7 @@ from publisher.entries import Entry, EntrySegment
 from publisher.errors import CacheFetchTimeout
 from publisher.metrics import PublisherMetrics
 from publisher.settings import DEFAULT_POLL_TIMEOUT_S
-from runtime.errors import DecodeError, JournalError, UnknownMessageType
+from runtime.errors import DecodeError
 from runtime.ratelog import RateLimitedLog
 from runtime.supervisor import SupervisedThread
 

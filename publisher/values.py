@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import BinaryIO, Protocol
 
-from journal.wire import rules
-from journal.wire.package import Binary, MultiValue, Node, Value
+from journal.content import rules
+from journal.content.package import Binary, MultiValue, Node, Value
 from publisher.errors import InvalidRequest
 from publisher.request import PropertyValue, Scalar, TypedValue
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from journal import commands as journal_commands
+from journal import cli as journal_commands
 from journal import keys as journal_keys
 from publisher import cli as publisher_cli
 from runtime.config import config_file, describe_settings_error

@@ -19,9 +19,9 @@ import threading
 
 from blobstore.api import BlobStore
 from journal.api import Journal, Position
+from journal.content import rules
 from journal.messaging import MessagePoller, MessageSender
 from journal.wire import messages as m
-from journal.wire import rules
 from journal.wire.signing import verifier_from_settings
 from runtime.supervisor import Supervisor
 from subscriber.announcer import Announcer

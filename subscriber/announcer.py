@@ -9,9 +9,9 @@ import threading
 from collections.abc import Callable
 
 from journal.api import Journal
+from journal.errors import JournalError
 from journal.messaging import MessageSender
 from journal.wire import messages as m
-from runtime.errors import JournalError
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness
 from subscriber.settings import SubscriberSettings

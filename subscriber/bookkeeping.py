@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from journal.errors import JournalError
 from journal.messaging import MessageSender
 from journal.wire import messages as m
-from runtime.errors import JournalError
 from subscriber.maintenance import IDLE_CHECKPOINT_COMMITS, Maintenance, MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
 from subscriber.store import Store, WriterDeposed

@@ -19,9 +19,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from journal.content.package import ContentPackage, Node
+from journal.content.rules import is_within
 from journal.wire.messages import ReqType, Status
-from journal.wire.package import ContentPackage, Node
-from journal.wire.rules import is_within
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +83,7 @@ class ChangeSet:
         self.units.append(unit)
 
     def _apply(self, unit: Unit, package: ContentPackage) -> None:
-        """``package`` passed the content rules (journal/wire/rules.py): canonical paths, an
+        """``package`` passed the content rules (journal/content/rules.py): canonical paths, an
         ADD's nodes within its roots. The batch's earlier nodes a root covers go (they all have
         smaller offsets); ``_below`` finds those under a deep root without a scan."""
         if unit.req_type not in (ReqType.ADD, ReqType.DELETE):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from blobstore.factory import open_blob_store
-from journal.wire.package import FILE_DATA
+from journal.content.package import FILE_DATA
 from runtime.progress import ProgressBar
 from subscriber.content import list_tree, open_binary, read_node
 from subscriber.delta_store import DeltaStore

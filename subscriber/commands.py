@@ -15,9 +15,9 @@ import threading
 from collections.abc import Callable, Sequence
 
 from journal.api import Journal, Record
+from journal.errors import JournalError
 from journal.wire import messages as m
 from journal.wire.signing import RecordVerifier, SignatureError
-from runtime.errors import JournalError
 from subscriber.metrics import SubscriberMetrics
 from subscriber.store import Store
 

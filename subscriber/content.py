@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from blobstore.api import BlobStore
 from blobstore.errors import BlobNotFound
-from journal.wire.package import FILE_DATA, NODE_TYPE
+from journal.content.package import FILE_DATA, NODE_TYPE
 from runtime.errors import ScdError
 from subscriber.rows import BinaryInfo, StoredNode
 

@@ -20,11 +20,12 @@ from google.protobuf.message import Message
 
 from blobstore.api import BlobStore
 from journal.api import Record
+from journal.content import rules
+from journal.content.package import ContentPackage
+from journal.errors import UnknownMessageType
 from journal.wire import messages as m
-from journal.wire import rules
-from journal.wire.package import ContentPackage
 from journal.wire.signing import RecordVerifier
-from runtime.errors import DecodeError, PermanentError, UnknownMessageType
+from runtime.errors import DecodeError, PermanentError
 from subscriber.fetch import read_package
 
 

@@ -41,7 +41,7 @@ from typing import BinaryIO, Literal
 
 from blobstore.api import BlobStore
 from blobstore.metadata import DEFAULT_CONTENT_TYPE
-from journal.wire.package import FILE_DATA, FILE_TYPE, FOLDER_TYPE, LAST_MODIFIED, NODE_TYPE
+from journal.content.package import FILE_DATA, FILE_TYPE, FOLDER_TYPE, LAST_MODIFIED, NODE_TYPE
 from subscriber.content import (
     COPY_CHUNK_BYTES,
     ContentError,

@@ -11,9 +11,9 @@ import logging
 import traceback
 from collections.abc import Callable
 
+from journal.errors import JournalError
 from journal.messaging import MessageSender
 from journal.wire import messages as m
-from runtime.errors import JournalError
 from runtime.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)

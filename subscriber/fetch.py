@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from blobstore.api import BlobStore
 from blobstore.errors import BlobNotFound, BlobStoreError, InvalidBlobKey
+from journal.content.package import ContentPackage, checksum, decode_package
 from journal.wire.messages import PackageMessage
-from journal.wire.package import ContentPackage, checksum, decode_package
 from runtime.errors import DecodeError, PermanentError, ScdError
 
 

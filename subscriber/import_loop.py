@@ -32,9 +32,9 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from journal.api import Consumer, Journal, Position, Record
+from journal.errors import JournalError
 from journal.wire import messages as m
 from runtime.clock import now_ms
-from runtime.errors import JournalError
 from subscriber.behind_log import LogGaps
 from subscriber.bookkeeping import Bookkeeping
 from subscriber.changes import ChangeSet, Unit

@@ -27,7 +27,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from journal.wire.package import Binary, BlobRef, Node, Value
+from journal.content.package import Binary, BlobRef, Node, Value
 
 KIND_NODE = "node"
 KIND_SCOPE = "scope"

@@ -11,8 +11,8 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from blobstore.settings import BlobStoreSettings
+from journal.content.package import MAX_DECODED_BYTES
 from journal.settings import JournalSettings
-from journal.wire.package import MAX_DECODED_BYTES
 from journal.wire.signing import check_key_ids, parse_key_list
 from runtime.config import ScdSettings
 

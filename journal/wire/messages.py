@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from google.protobuf.message import Message
 
+from journal.errors import JournalError, UnknownMessageType
 from journal.wire.journal_pb2 import (
     ClearCommand,
     CommandMessage,
@@ -24,7 +25,7 @@ from journal.wire.journal_pb2 import (
     SubscriberConfiguration,
     SubscriberState,
 )
-from runtime.errors import DecodeError, JournalError, UnknownMessageType
+from runtime.errors import DecodeError
 
 __all__ = [
     "MESSAGE_TYPES",

@@ -12,7 +12,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from blobstore import BlobStoreUnavailable, InvalidBlobKey, InvalidBlobMetadata
-from journal.wire.rules import ContentRuleError
+from journal.content.rules import ContentRuleError
+from journal.errors import JournalUnavailable, MessageTooLarge
 from publisher.errors import (
     CacheFetchTimeout,
     ContentNotFound,
@@ -21,7 +22,7 @@ from publisher.errors import (
     PackageTooLarge,
     QueueNotFound,
 )
-from runtime.errors import JournalUnavailable, MessageTooLarge, ScdError
+from runtime.errors import ScdError
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 
 from journal.api import Journal, Position, Record
+from journal.errors import JournalError
 from publisher.events import distributed_event
-from runtime.errors import JournalError
 
 log = logging.getLogger(__name__)
 

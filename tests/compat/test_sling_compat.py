@@ -12,8 +12,8 @@ from types import ModuleType
 import pytest
 from google.protobuf.message import DecodeError, Message
 
+from journal.errors import JournalError
 from journal.wire import messages as m
-from runtime.errors import JournalError
 
 HERE = Path(__file__).parent
 

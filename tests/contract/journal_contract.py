@@ -14,9 +14,9 @@ import pytest
 from google.protobuf.message import Message
 
 from journal.api import RECORD_OVERHEAD_BYTES, Journal, OutgoingRecord, Position, Record
+from journal.errors import Fenced, MessageTooLarge, UnknownTopic
 from journal.messaging import MessagePoller, MessageSender
 from journal.wire import messages as m
-from runtime.errors import Fenced, MessageTooLarge, UnknownTopic
 from tests.services import unique_topics
 
 NewTopic = Callable[..., str]

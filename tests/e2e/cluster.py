@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from journal.api import Position
-from journal.kafka import KafkaJournal
+from journal.kafka.journal import KafkaJournal
 from journal.wire import messages as m
 from publisher.events import distributed_event
 from tests.cluster_script import ClusterScript, Process

@@ -434,7 +434,7 @@ def test_kafka_broker_restart_loses_no_accepted_package(
     if not kafka_service.restartable:
         pytest.skip("this Kafka service cannot be stopped by tests")
     # The test's own Kafka clients report every refused connection while the broker is down.
-    caplog.set_level(logging.ERROR, logger="journal.kafka_errors")
+    caplog.set_level(logging.ERROR, logger="journal.kafka.errors")
     cluster = run.cluster
     cluster.ensure_running()
     wait_converged(cluster)

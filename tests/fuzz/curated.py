@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from journal.wire import messages as m
-from journal.wire.package import (
+from journal.content.package import (
     Binary,
     BlobRef,
     ContentPackage,
@@ -21,6 +20,7 @@ from journal.wire.package import (
     checksum,
     encode_package,
 )
+from journal.wire import messages as m
 from publisher.events import EVENT_TYPE
 from tests.fuzz.records import (
     FAR_OFFSET,

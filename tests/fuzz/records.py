@@ -34,9 +34,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from journal.api import Journal
-from journal.settings import TopicSettings
-from journal.wire import messages as m
-from journal.wire.package import (
+from journal.content.package import (
     Binary,
     BlobRef,
     ContentPackage,
@@ -47,6 +45,8 @@ from journal.wire.package import (
     checksum,
     encode_package,
 )
+from journal.settings import TopicSettings
+from journal.wire import messages as m
 from publisher.events import EVENT_TYPE, START_TYPE
 
 T = TypeVar("T")

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from blobstore.local import LocalBlobStore
 from journal.settings import JournalSettings
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from journal.topics import topic_specs
 from journal.wire import messages as m
 from publisher.agent import PublisherAgent

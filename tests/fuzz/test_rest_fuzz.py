@@ -42,7 +42,7 @@ from schemathesis.specs.openapi.checks import (
 from blobstore.local import LocalBlobStore
 from journal.api import Journal
 from journal.settings import JournalSettings, TopicSettings
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from runtime.http_server import AppServer

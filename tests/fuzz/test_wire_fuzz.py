@@ -1,6 +1,6 @@
 """Hostile bytes against the pure-Python decoding layers, many examples each, no threads:
 
-* ``journal.wire.messages.decode`` and ``journal.wire.package.decode_package`` give a message or
+* ``journal.wire.messages.decode`` and ``journal.content.package.decode_package`` give a message or
   a DecodeError, nothing else;
 * the subscriber's way from a package record to the changes of its store (``read_package``,
   ``ChangeSet.add``) fails only with scd errors that say whether a retry helps, and a record
@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from blobstore.local import LocalBlobStore
 from journal.api import Record
+from journal.content.package import ContentPackage, decode_package
+from journal.content.rules import DEFAULT_LIMITS, check_package
 from journal.wire import messages as m
-from journal.wire.package import ContentPackage, decode_package
-from journal.wire.rules import DEFAULT_LIMITS, check_package
 from runtime.errors import DecodeError, PermanentError, ScdError
 from subscriber.changes import ChangeSet, Unit
 from subscriber.decoding import RecordDecoder

@@ -19,12 +19,12 @@ from pydantic import SecretStr
 
 from blobstore.factory import open_blob_store
 from blobstore.settings import BlobStoreSettings
+from journal.content.package import PACKAGE_TYPE
 from journal.factory import open_journal
 from journal.messaging import MessageSender
 from journal.settings import JournalSettings
 from journal.topics import topic_specs
 from journal.wire import messages as m
-from journal.wire.package import PACKAGE_TYPE
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.queues import QueueSummary

@@ -21,7 +21,7 @@ from selenium.webdriver.support.select import Select
 
 from blobstore.local import LocalBlobStore
 from journal.settings import JournalSettings, TopicSettings
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from runtime.http_server import AppServer

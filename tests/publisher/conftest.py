@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from blobstore.local import LocalBlobStore
 from journal.settings import JournalSettings
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.settings import PublisherSettings

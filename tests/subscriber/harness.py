@@ -16,10 +16,10 @@ from pydantic import SecretStr
 from blobstore.api import BlobStore
 from blobstore.settings import BlobStoreSettings
 from journal.api import Journal, Position
+from journal.content.package import PACKAGE_TYPE, ContentPackage, checksum, encode_package
 from journal.settings import JournalSettings, TopicSettings
 from journal.topics import topic_specs
 from journal.wire import messages as m
-from journal.wire.package import PACKAGE_TYPE, ContentPackage, checksum, encode_package
 from subscriber.agent import SubscriberAgent
 from subscriber.delta_store import DeltaStore
 from subscriber.settings import SubscriberSettings
@@ -211,7 +211,7 @@ def send_clear(
 
 def unit_for(journal: Journal, settings: JournalSettings, offset: int) -> Any:
     """The import unit of the package record at ``offset`` (inline packages only)."""
-    from journal.wire.package import decode_package
+    from journal.content.package import decode_package
     from subscriber.changes import Unit
 
     for at, message in read_messages(journal, settings.topics.package):

@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 
-from journal.wire.package import Node
+from journal.content.package import Node
 from subscriber.changes import ChangeSet, status_name
 from subscriber.rows import BinaryInfo, StoredNode, node_row
 from subscriber.store import FileStats, StepOutcome, StoreState, WriterDeposed

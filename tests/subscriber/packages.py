@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from journal.wire import messages as m
-from journal.wire.package import (
+from journal.content.package import (
     FILE_DATA,
     FILE_TYPE,
     NODE_TYPE,
@@ -12,6 +11,7 @@ from journal.wire.package import (
     FilterRoot,
     Node,
 )
+from journal.wire import messages as m
 from subscriber.changes import Unit
 
 

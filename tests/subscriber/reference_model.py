@@ -18,8 +18,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from journal.content.package import Binary, BlobRef, ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
-from journal.wire.package import Binary, BlobRef, ContentPackage, FilterRoot, Node
 
 ADD, DELETE, TEST = m.ReqType.ADD, m.ReqType.DELETE, m.ReqType.TEST
 

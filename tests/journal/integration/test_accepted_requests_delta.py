@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from journal.wire.package import decode_package
+from journal.content.package import decode_package
 from publisher.package_builder import PackageBuilder
 from subscriber.delta_store import DeltaStore
 from tests.journal.unit.test_accepted_requests_import import (

@@ -11,9 +11,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from journal.api import Journal, OutgoingRecord, Position, TopicSpec
-from journal.kafka import KafkaJournal
-from journal.kafka_consumer import KafkaConsumer
-from runtime.errors import JournalUnavailable
+from journal.errors import JournalUnavailable
+from journal.kafka.consumer import KafkaConsumer
+from journal.kafka.journal import KafkaJournal
 from tests.contract.journal_contract import (
     GarbageOnEveryTopic,
     JournalContract,

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from blobstore.local import LocalBlobStore
-from journal.wire import rules
-from journal.wire.package import decode_package
-from journal.wire.rules import ContentRuleError
+from journal.content import rules
+from journal.content.package import decode_package
+from journal.content.rules import ContentRuleError
 from publisher.errors import InvalidRequest, PackageTooLarge
 from publisher.package_builder import BuiltPackage, PackageBuilder
 from publisher.request import DistributeRequest

@@ -1,11 +1,11 @@
-"""The content rules of journal/wire/rules.py, shared by publisher and subscriber."""
+"""The content rules of journal/content/rules.py, shared by publisher and subscriber."""
 
 from __future__ import annotations
 
 import pytest
 
-from journal.wire import rules
-from journal.wire.package import (
+from journal.content import rules
+from journal.content.package import (
     Binary,
     BlobRef,
     ContentPackage,
@@ -14,7 +14,7 @@ from journal.wire.package import (
     Node,
     Value,
 )
-from journal.wire.rules import (
+from journal.content.rules import (
     ContentRuleError,
     check_name,
     check_node,

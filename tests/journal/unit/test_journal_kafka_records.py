@@ -1,7 +1,7 @@
 """KafkaConsumer's records and positions, from scripted consume() batches: no broker needed.
 
 KafkaRecord reads its fields from confluent-kafka's Message on access
-(journal/kafka_consumer.py); these tests pin that it shows the same fields a stored Record
+(journal/kafka/consumer.py); these tests pin that it shows the same fields a stored Record
 would, and that poll() moves positions and handles error events as before.
 """
 
@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_INVALID, KafkaError, Message, TopicPartition
 
-from journal import kafka_consumer, kafka_fenced
 from journal.api import Record
-from journal.kafka_consumer import STALL_CHECK_S, KafkaConsumer, KafkaRecord
-from journal.kafka_errors import journal_error
-from runtime.errors import JournalError, JournalUnavailable
+from journal.errors import JournalError, JournalUnavailable
+from journal.kafka import consumer as kafka_consumer
+from journal.kafka import fenced as kafka_fenced
+from journal.kafka.consumer import STALL_CHECK_S, KafkaConsumer, KafkaRecord
+from journal.kafka.errors import journal_error
 
 TOPIC = "t"
 # A record timestamp (ms since the epoch, November 2023): any value the client passes through.
@@ -143,7 +144,7 @@ def test_poll_skips_error_events(
     consumer = scripted_consumer(
         monkeypatch, {0: 0}, [message(0, 0), error_event(fatal=False), message(0, 1, b"w")]
     )
-    with caplog.at_level(logging.WARNING, logger="journal.kafka_consumer"):
+    with caplog.at_level(logging.WARNING, logger="journal.kafka.consumer"):
         records = consumer.poll(0.1)
     assert [(r.offset, r.value) for r in records] == [(0, b"v"), (1, b"w")]
     assert consumer.positions() == {0: 2}

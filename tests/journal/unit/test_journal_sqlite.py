@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from journal.api import Journal, Position, TopicSpec
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from tests.contract.journal_contract import (
     GarbageOnEveryTopic,
     JournalContract,

@@ -16,7 +16,7 @@ from pydantic import SecretStr, ValidationError
 
 from journal.api import Position, TopicSpec
 from journal.messaging import MessageSender
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from journal.wire import messages as m
 from journal.wire.signing import (
     SIG_HEADER,

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from blobstore import BlobStoreSettings, open_blob_store
 from blobstore.s3 import S3BlobStore
-from journal.kafka import KafkaJournal
+from journal.kafka.journal import KafkaJournal
 from journal.settings import JournalSettings, TopicSettings
 from publisher.agent import PublisherAgent
 from publisher.api import create_app

@@ -18,7 +18,7 @@ from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 
 from journal.api import Position
-from journal.kafka import KafkaJournal
+from journal.kafka.journal import KafkaJournal
 from journal.settings import JournalSettings
 from publisher.events import distributed_event
 from publisher.leader import leader_group_id

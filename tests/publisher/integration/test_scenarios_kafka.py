@@ -11,14 +11,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from journal.api import Journal, Position
-from journal.kafka import KafkaJournal
+from journal.errors import JournalError
+from journal.kafka.journal import KafkaJournal
 from journal.settings import JournalSettings
 from journal.topics import topic_specs
 from journal.wire.messages import CommandMessage, ReqType, decode
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.events import distributed_event
-from runtime.errors import JournalError
 from tests.publisher.conftest import AUTH
 from tests.publisher.integration.conftest import KafkaAgentFactory
 from tests.publisher.notifiers import two_leaders_send_each_event_once

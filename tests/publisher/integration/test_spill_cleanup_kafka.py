@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 
 from blobstore.s3 import S3BlobStore
 from journal.api import Position
-from journal.kafka import KafkaJournal
+from journal.content.package import checksum, decode_package
+from journal.kafka.journal import KafkaJournal
 from journal.settings import JournalSettings
 from journal.wire.messages import PackageMessage, decode
-from journal.wire.package import checksum, decode_package
 from publisher.api import create_app
 from publisher.spill import OFFSET_METADATA
 from tests.publisher.conftest import AUTH

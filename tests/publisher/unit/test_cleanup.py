@@ -7,7 +7,7 @@ import time
 
 from blobstore.local import LocalBlobStore
 from journal.api import TopicSpec
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from publisher.cleanup import BlobCleanup
 from publisher.metrics import PublisherMetrics
 from publisher.spill import OFFSET_METADATA, PackageSpill

@@ -11,7 +11,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from journal.settings import JournalSettings
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from journal.topics import topic_specs
 from journal.wire.messages import ReqType
 from publisher.agent import PublisherAgent

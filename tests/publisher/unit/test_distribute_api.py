@@ -14,13 +14,13 @@ from fastapi.testclient import TestClient
 
 from blobstore.local import LocalBlobStore
 from journal.api import Position
-from journal.sqlite import SqliteJournal
+from journal.content.package import checksum, decode_package
+from journal.errors import JournalUnavailable
+from journal.sqlite.journal import SqliteJournal
 from journal.wire.messages import PackageMessage, ReqType, decode
-from journal.wire.package import checksum, decode_package
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.spill import OFFSET_METADATA
-from runtime.errors import JournalUnavailable
 from tests.publisher.conftest import AUTH, AgentFactory
 
 KIB = 1024

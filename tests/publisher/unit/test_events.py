@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from journal.api import Journal, Position, TopicSpec
 from journal.settings import TopicSettings
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.discovery import DiscoveryView

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from journal.api import Record, TopicSpec
 from journal.messaging import MessageSender
 from journal.settings import TopicSettings
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from journal.wire.messages import (
     DiscoveryMessage,
     LogMessage,

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from journal.leadership import FileLockLeadership
+from journal.sqlite.leadership import FileLockLeadership
 from tests.waiting import wait_for
 
 RETRY_S = 0.02

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from blobstore.local import LocalBlobStore
+from journal.content.package import ContentPackage, decode_package
+from journal.content.rules import ContentRuleError
 from journal.wire.messages import ReqType
-from journal.wire.package import ContentPackage, decode_package
-from journal.wire.rules import ContentRuleError
 from publisher.content_source import DirectoryContentSource
 from publisher.errors import ContentNotFound, InvalidRequest, PackageTooLarge
 from publisher.package_builder import PackageBuilder

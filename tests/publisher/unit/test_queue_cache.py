@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from journal.api import TopicSpec
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from journal.wire.messages import PingMessage, ReqType, encode
 from publisher.entries import EntrySegment
 from publisher.metrics import PublisherMetrics

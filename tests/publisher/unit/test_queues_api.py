@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from journal.api import Position
 from journal.settings import JournalSettings, TopicSettings
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from journal.topics import topic_specs
 from journal.wire.messages import CommandMessage, decode
 from publisher.agent import PublisherAgent

@@ -5,7 +5,7 @@ from pydantic import ValidationError
 
 from journal.api import Record
 from journal.settings import TopicSettings
-from journal.sqlite import SqliteConsumer
+from journal.sqlite.journal import SqliteConsumer
 from publisher.settings import PublisherSettings
 from tests.publisher.conftest import AgentFactory
 from tests.waiting import wait_for

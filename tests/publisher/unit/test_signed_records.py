@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
 
 from journal.api import Position, Record
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from journal.wire import messages as m
 from journal.wire.signing import SIG_HEADER, SIG_KEY_HEADER, RecordVerifier, UnsignedRecord
 from publisher.api import create_app

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from journal.settings import TopicSettings
-from journal.sqlite import SqliteJournal
+from journal.sqlite.journal import SqliteJournal
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.throttle import Throttle

@@ -7,8 +7,8 @@ from typing import Any, BinaryIO
 import pytest
 from pydantic import TypeAdapter
 
-from journal.wire.package import Binary
-from journal.wire.rules import ContentRuleError
+from journal.content.package import Binary
+from journal.content.rules import ContentRuleError
 from publisher.errors import InvalidRequest
 from publisher.request import PropertyValue
 from publisher.values import ValueConverter

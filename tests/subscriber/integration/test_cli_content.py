@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from blobstore.local import LocalBlobStore
-from journal.wire.package import FILE_DATA, FILE_TYPE, NODE_TYPE, Binary, BlobRef, Node
+from journal.content.package import FILE_DATA, FILE_TYPE, NODE_TYPE, Binary, BlobRef, Node
 from subscriber.changes import new_change_set
 from subscriber.delta_store import DeltaStore
 from tests.services import spark_jars

@@ -21,7 +21,7 @@ from blobstore.api import BlobStore
 from blobstore.factory import open_blob_store
 from blobstore.local import LocalBlobStore
 from blobstore.settings import BlobStoreSettings
-from journal.wire.package import (
+from journal.content.package import (
     FILE_DATA,
     FILE_TYPE,
     FOLDER_TYPE,

@@ -21,13 +21,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from blobstore.factory import open_blob_store
 from journal.api import Journal
+from journal.content.package import ContentPackage
+from journal.errors import JournalUnavailable
 from journal.factory import open_journal
-from journal.kafka import KafkaJournal
-from journal.kafka_consumer import KafkaConsumer, consumer_config
-from journal.sqlite import SqliteJournal
+from journal.kafka.consumer import KafkaConsumer, consumer_config
+from journal.kafka.journal import KafkaJournal
+from journal.sqlite.journal import SqliteJournal
 from journal.wire import messages as m
-from journal.wire.package import ContentPackage
-from runtime.errors import JournalUnavailable
 from subscriber.agent import SubscriberAgent
 from subscriber.settings import SubscriberSettings
 from tests.services import KafkaService

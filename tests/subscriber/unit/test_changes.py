@@ -6,8 +6,8 @@ import random
 
 import pytest
 
+from journal.content.rules import ContentRuleError, check_package, is_within
 from journal.wire.messages import ReqType
-from journal.wire.rules import ContentRuleError, check_package, is_within
 from subscriber.changes import ChangeSet, Scope, Unit, new_change_set
 from tests.subscriber.packages import add, delete, node
 
@@ -69,7 +69,7 @@ def test_order_within_a_batch_matters() -> None:
     assert tree_after({"/a", "/a/old"}, again) == {"/a": 2, "/a/z": 2}
 
 
-# A package reaches a change set only after the content rules (journal/wire/rules.py) passed:
+# A package reaches a change set only after the content rules (journal/content/rules.py) passed:
 # these are the packages the rules stop before.
 @pytest.mark.parametrize("bad", ["relative", "/a/../b", "/a//b", "/a/./b", "/a\x00b"])
 def test_bad_paths_are_refused(bad: str) -> None:

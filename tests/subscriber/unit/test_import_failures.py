@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from journal.wire import messages as m
-from journal.wire import rules
-from journal.wire.package import (
+from journal.content import rules
+from journal.content.package import (
     Binary,
     ContentPackage,
     MultiValue,
@@ -23,6 +22,7 @@ from journal.wire.package import (
     Value,
     encode_package,
 )
+from journal.wire import messages as m
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
 from tests.subscriber.memory_store import MemoryStore

@@ -10,8 +10,8 @@ import base64
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from journal.content.package import encode_package
 from journal.wire import messages as m
-from journal.wire.package import encode_package
 from journal.wire.signing import RecordSigner
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env

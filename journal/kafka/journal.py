@@ -1,9 +1,9 @@
 """Kafka backend of the journal API, on confluent-kafka (librdkafka).
 
 * Producer: idempotent with acks=all, so a retried send never duplicates or reorders records.
-* Consumers (journal/kafka_consumer.py): ``assign()`` at explicit offsets; no consumer-group
+* Consumers (journal/kafka/consumer.py): ``assign()`` at explicit offsets; no consumer-group
   commits — every agent owns its offsets (the subscriber stores them in its content store).
-* Fenced writers (journal/kafka_fenced.py): transactional producers, one per fence id.
+* Fenced writers (journal/kafka/fenced.py): transactional producers, one per fence id.
 """
 
 from __future__ import annotations
@@ -35,17 +35,17 @@ from journal.api import (
     Position,
     TopicSpec,
 )
-from journal.kafka_consumer import (
+from journal.errors import JournalUnavailable, UnknownTopic
+from journal.kafka.consumer import (
     STALL_CHECK_S,
     STALL_QUERY_TIMEOUT_S,
     KafkaConsumer,
     consumer_config,
 )
-from journal.kafka_errors import journal_error, log_client_error
-from journal.kafka_fenced import KafkaFencedWriter
-from journal.kafka_leadership import KafkaLeadership
+from journal.kafka.errors import journal_error, log_client_error
+from journal.kafka.fenced import KafkaFencedWriter
+from journal.kafka.leadership import KafkaLeadership
 from journal.leadership import Election, Leadership
-from runtime.errors import JournalUnavailable, UnknownTopic
 
 log = logging.getLogger(__name__)
 

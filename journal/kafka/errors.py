@@ -7,7 +7,7 @@ import logging
 
 from confluent_kafka import KafkaError
 
-from runtime.errors import JournalError, JournalUnavailable, UnknownTopic
+from journal.errors import JournalError, JournalUnavailable, UnknownTopic
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,10 @@ from journal.api import (
     Record,
     TopicSpec,
 )
-from journal.leadership import Election, FileLockLeadership, Leadership
+from journal.errors import Fenced, JournalError, JournalUnavailable, UnknownTopic
+from journal.leadership import Election, Leadership
+from journal.sqlite.leadership import FileLockLeadership
 from runtime.clock import now_ms
-from runtime.errors import Fenced, JournalError, JournalUnavailable, UnknownTopic
 
 log = logging.getLogger(__name__)
 

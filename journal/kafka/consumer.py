@@ -16,8 +16,8 @@ from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from journal.api import Consumer, Record
-from journal.kafka_errors import journal_error, log_client_error
-from runtime.errors import JournalError
+from journal.errors import JournalError
+from journal.kafka.errors import journal_error, log_client_error
 
 log = logging.getLogger(__name__)
 

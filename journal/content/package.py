@@ -22,7 +22,12 @@ from journal.wire.package_pb2 import (
     Node,
     Value,
 )
-from runtime.errors import DecodeError, UnsupportedPackageVersion
+from runtime.errors import DecodeError
+
+
+class UnsupportedPackageVersion(DecodeError):
+    """A content package uses a format version this version cannot read."""
+
 
 __all__ = [
     "FILE_DATA",
@@ -39,6 +44,7 @@ __all__ = [
     "FilterRoot",
     "MultiValue",
     "Node",
+    "UnsupportedPackageVersion",
     "Value",
     "checksum",
     "decode_package",
@@ -67,7 +73,7 @@ LAST_MODIFIED = "jcr:lastModified"
 
 # A package that inflates beyond this is refused instead of exhausting memory (a corrupt or
 # hostile payload). The publisher's default maximum package size, which it applies to the
-# decoded size too (journal/wire/rules.py, ContentLimits.max_package_bytes).
+# decoded size too (journal/content/rules.py, ContentLimits.max_package_bytes).
 MAX_DECODED_BYTES = 64 * 1024 * 1024
 
 

@@ -16,8 +16,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from journal.wire.journal_pb2 import PackageMessage, ReqType
-from journal.wire.package import (
+from journal.content.package import (
     MAX_DECODED_BYTES,
     PACKAGE_TYPE,
     Binary,
@@ -25,6 +24,7 @@ from journal.wire.package import (
     Node,
     Value,
 )
+from journal.wire.journal_pb2 import PackageMessage, ReqType
 from runtime.errors import PermanentError
 
 # Rule names, as errors and documentation cite them.

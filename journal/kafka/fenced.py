@@ -5,16 +5,13 @@ deposed writer can commit nothing more."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from journal.api import FencedWriter, OutgoingRecord
-from runtime.errors import Fenced, JournalError, JournalUnavailable
-
-if TYPE_CHECKING:
-    from journal.kafka import KafkaJournal
+from journal.errors import Fenced, JournalError, JournalUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +27,22 @@ FENCED_CODES = frozenset(
 )
 
 
+class ProducerSource(Protocol):
+    """What a fenced writer needs from the Kafka journal that opens it (KafkaJournal): typed
+    here so that this module need not import the journal module that imports it."""
+
+    send_timeout_s: float
+    request_timeout_s: float
+
+    def producer_config(self) -> dict[str, Any]: ...
+
+    def check_size(
+        self, topic: str, value: bytes, key: bytes | None, headers: Mapping[str, str] | None
+    ) -> None: ...
+
+
 class KafkaFencedWriter(FencedWriter):
-    def __init__(self, journal: KafkaJournal, fence_id: str) -> None:
+    def __init__(self, journal: ProducerSource, fence_id: str) -> None:
         self.journal = journal
         self.fence_id = fence_id
         self._producer = Producer(
