@@ -16,7 +16,7 @@ new records are there). Two decoders, both using the journal.wire codecs:
 * ``udf``: a Python UDF decodes each record in the executors' Python workers; the rows are
   exploded and reduced to the last write per path with a window, then MERGEd.
 
-Both produce the row layout of subscriber/rows.py (node rows only), so the two tables compare
+Both produce the row layout of subscriber/store/rows.py (node rows only), so the two tables compare
 cell for cell.
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 
 from journal.content.package import Node, checksum, decode_package
 from journal.wire import messages as m
-from subscriber.rows import COLUMNS, SCHEMA, node_row
+from subscriber.store.rows import COLUMNS, SCHEMA, node_row
 
 # Delta transaction id of the baseline's MERGE commits (one per streaming query).
 TXN_CONFS = ("spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion")

@@ -46,11 +46,11 @@ sys.path.insert(0, os.environ.get("SCD_BENCH_TREE", str(Path(__file__).resolve()
 
 from journal.content.package import NODE_TYPE, ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
-from subscriber.changes import Unit
-from subscriber.delta_store import DeltaStore
 from subscriber.maintenance import MaintenancePolicy
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_config
+from subscriber.store.changes import Unit
+from subscriber.store.delta import DeltaStore
 
 SPARK_MASTER = "local[2]"
 LANGUAGES = ["en", "de", "fr", "it", "es", "nl", "pt", "ja", "zh", "ko"]

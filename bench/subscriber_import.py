@@ -52,9 +52,9 @@ from journal.kafka.journal import KafkaJournal
 from journal.settings import JournalSettings, TopicSettings
 from journal.topics import topic_specs
 from subscriber.agent import SubscriberAgent
-from subscriber.delta_store import DeltaStore
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_config
+from subscriber.store.delta import DeltaStore
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 

@@ -26,10 +26,10 @@ from journal.api import Journal
 from journal.content.package import Node
 from journal.settings import JournalSettings
 from subscriber.agent import SubscriberAgent
-from subscriber.changes import ChangeSet
-from subscriber.delta_store import DeltaStore
-from subscriber.rows import node_row, rows_frame
 from subscriber.settings import SubscriberSettings
+from subscriber.store.changes import ChangeSet
+from subscriber.store.delta import DeltaStore
+from subscriber.store.rows import node_row, rows_frame
 
 # Packages the update variant imports before measuring, and then updates round-robin.
 UPDATE_PAGES = 50

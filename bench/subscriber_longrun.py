@@ -48,11 +48,11 @@ from journal.factory import open_journal
 from journal.settings import JournalSettings, TopicSettings
 from journal.topics import topic_specs
 from subscriber.agent import SubscriberAgent
-from subscriber.changes import ChangeSet
 from subscriber.content import list_tree
-from subscriber.delta_store import DeltaStore
 from subscriber.maintenance import CHECKPOINT, COMPACT, FOLD, PURGE, RETENTION, VACUUM
 from subscriber.settings import SubscriberSettings
+from subscriber.store.changes import ChangeSet
+from subscriber.store.delta import DeltaStore
 
 DEFAULT_COMMITS = 5000
 DEFAULT_REPORT_EVERY = 500

@@ -119,7 +119,7 @@ def run_subscriber(journal_path: str, topics: dict[str, str], config: str) -> di
     from journal.settings import JournalSettings
     from subscriber.agent import SubscriberAgent
     from subscriber.settings import SubscriberSettings
-    from tests.subscriber.memory_store import MemoryStore
+    from subscriber.store.memory import MemoryStore
 
     js = JournalSettings(
         backend="sqlite",

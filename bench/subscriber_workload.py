@@ -41,9 +41,9 @@ from journal.content.package import (
     encode_package,
 )
 from journal.wire import messages as m
-from subscriber.current_tree import current_nodes_sql
-from subscriber.delta_maintenance import quoted
-from subscriber.rows import node_row
+from subscriber.store.current_tree import current_nodes_sql
+from subscriber.store.delta_maintenance import quoted
+from subscriber.store.rows import node_row
 
 PUB_AGENT = "publish"
 PUB_SLING_ID = "bench-publisher"

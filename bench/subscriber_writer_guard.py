@@ -1,5 +1,5 @@
 """Cost of the writer guard: Delta commits of the content store with and without the
-transaction id that fences out a deposed writer (subscriber/delta_store.py, one writer per
+transaction id that fences out a deposed writer (subscriber/store/delta.py, one writer per
 store).
 
 Three local stores get the same commits, rotating which goes first: ``unguarded`` (used
@@ -33,9 +33,9 @@ from subscriber_latency import percentile
 
 from journal.content.package import ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
-from subscriber.changes import Unit, new_change_set
-from subscriber.delta_store import DeltaStore
-from subscriber.store import WriterDeposed
+from subscriber.store.changes import Unit, new_change_set
+from subscriber.store.delta import DeltaStore
+from subscriber.writer.errors import WriterDeposed
 
 NODES_PER_PAGE = 4
 VARIANTS = ("unguarded", "guarded", "guarded_cold")

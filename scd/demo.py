@@ -134,10 +134,10 @@ def _run(workdir: Path, options: DemoOptions, story: Story, stack: ExitStack) ->
     from publisher.api import create_app
     from publisher.settings import PublisherSettings
     from subscriber.agent import SubscriberAgent
-    from subscriber.delta_store import DeltaStore
     from subscriber.export import export_tree
     from subscriber.settings import SubscriberSettings
     from subscriber.spark import spark_session
+    from subscriber.store.delta import DeltaStore
 
     site = make_sample_site(workdir / "site")
     js = JournalSettings(backend="sqlite", sqlite_path=workdir / "journal.db")

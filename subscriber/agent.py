@@ -1,12 +1,12 @@
 """The subscriber agent: its parts wired together, and their threads.
 
-* the import loop (subscriber.import_loop): the one thread writing the store, in offset order,
+* the import loop (subscriber.bookkeeper.loop): the one thread writing the store, in offset order,
   with a helper thread reading the next batch ahead; it stops at offsets the package topic
-  deleted unread (subscriber.behind_log: state BEHIND_LOG, not ready);
+  deleted unread (subscriber.bookkeeper.behind_log: state BEHIND_LOG, not ready);
 * the announcer (subscriber.announcer): discovery messages and the lag;
-* the command reader (subscriber.commands), on editable subscribers only: clear requests,
+* the command reader (subscriber.bookkeeper.clear), on editable subscribers only: clear requests,
   which the import loop persists;
-* the writer lease (subscriber.writer_role), when given one: renewed while this process
+* the writer lease (subscriber.writer.role), when given one: renewed while this process
   writes the store, watched while it is a standby.
 
 Every thread is supervised (runtime.supervisor): an exception is logged, counted and the
@@ -25,22 +25,22 @@ from journal.wire import messages as m
 from journal.wire.signing import verifier_from_settings
 from runtime.supervisor import Supervisor
 from subscriber.announcer import Announcer
-from subscriber.behind_log import LogGaps
-from subscriber.bookkeeping import IDLE_CHECKPOINT_COMMITS, Bookkeeping
-from subscriber.commands import ClearRequests
-from subscriber.counters import AgentCounters
-from subscriber.decoding import RecordDecoder
-from subscriber.failures import FailureReporter
+from subscriber.bookkeeper.behind_log import LogGaps
+from subscriber.bookkeeper.clear import ClearRequests
+from subscriber.bookkeeper.counters import AgentCounters
+from subscriber.bookkeeper.decoding import RecordDecoder
+from subscriber.bookkeeper.failures import FailureReporter
+from subscriber.bookkeeper.loop import ImportLoop
+from subscriber.bookkeeper.statuses import IDLE_CHECKPOINT_COMMITS, Bookkeeping
+from subscriber.bookkeeper.triage import InvalidateHook
 from subscriber.http import Health
-from subscriber.import_loop import ImportLoop
 from subscriber.maintenance import MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness, ReadinessRules, supervised_check
 from subscriber.settings import SubscriberSettings
-from subscriber.store import Store
-from subscriber.triage import InvalidateHook
-from subscriber.writer_lease import WriterLease
-from subscriber.writer_role import WriterRole
+from subscriber.store.base import Store
+from subscriber.writer.lease import WriterLease
+from subscriber.writer.role import WriterRole
 
 __all__ = ["IDLE_CHECKPOINT_COMMITS", "SubscriberAgent"]
 
@@ -57,7 +57,7 @@ class SubscriberAgent:
         lease: WriterLease | None = None,
     ) -> None:
         """``store``: the product's is ``DeltaStore(spark, settings.store_path)``; ``lease``:
-        the store's writer lease (subscriber.writer_role; None: the only writer, unchecked)."""
+        the store's writer lease (subscriber.writer.role; None: the only writer, unchecked)."""
         self.settings = settings
         self.journal = journal
         self.blobs = blobs

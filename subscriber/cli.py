@@ -18,11 +18,11 @@ from blobstore.factory import open_blob_store
 from journal.content.package import FILE_DATA
 from runtime.progress import ProgressBar
 from subscriber.content import list_tree, open_binary, read_node
-from subscriber.delta_store import DeltaStore
 from subscriber.export import export_tree
 from subscriber.maintenance import Maintenance, MaintenancePolicy
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
+from subscriber.store.delta import DeltaStore
 
 
 def _settings(args: argparse.Namespace) -> SubscriberSettings:

@@ -20,7 +20,7 @@ from blobstore.api import BlobStore
 from blobstore.errors import BlobNotFound
 from journal.content.package import FILE_DATA, NODE_TYPE
 from runtime.errors import ScdError
-from subscriber.rows import BinaryInfo, StoredNode
+from subscriber.store.rows import BinaryInfo, StoredNode
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -94,7 +94,7 @@ class BinaryCorrupt(ContentError):
 
 
 class NodeSource(Protocol):
-    """What content access needs from a store (subscriber.delta_store.DeltaStore has it)."""
+    """What content access needs from a store (subscriber.store.delta.DeltaStore has it)."""
 
     def nodes(self, root: str = "/", *, deep: bool = True) -> list[StoredNode]: ...
 

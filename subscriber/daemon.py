@@ -25,11 +25,11 @@ from runtime.errors import ConfigError, ScdError
 from runtime.logs import configure_logging, enable_stack_dumps
 from runtime.redaction import redact
 from subscriber.agent import SubscriberAgent
-from subscriber.delta_store import DeltaStore
 from subscriber.http import HealthServer
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
-from subscriber.writer_lease import WriterLease, lease_object, new_owner
+from subscriber.store.delta import DeltaStore
+from subscriber.writer.lease import WriterLease, lease_object, new_owner
 
 log = logging.getLogger(__name__)
 

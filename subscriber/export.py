@@ -52,7 +52,7 @@ from subscriber.content import (
     open_stored_binary,
     property_json,
 )
-from subscriber.rows import BinaryInfo, StoredNode
+from subscriber.store.rows import BinaryInfo, StoredNode
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,8 @@ one step at most, never for a whole maintenance run. Steps, in the order they ar
 
 ``purge``, ``fold`` and ``checkpoint`` always run (without them reads slow down with every
 commit); the others only when maintenance is enabled. None changes content or offset
-(subscriber.delta_maintenance). Each step is logged in one line and counted (subscriber.metrics).
+(subscriber.store.delta_maintenance). Each step is logged in one line and counted
+(subscriber.metrics).
 """
 
 from __future__ import annotations
@@ -44,10 +45,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from subscriber.delta_maintenance import small_file_bytes
 from subscriber.metrics import SubscriberMetrics
 from subscriber.settings import SubscriberSettings
-from subscriber.store import StepOutcome, Store
+from subscriber.store.base import StepOutcome, Store
+from subscriber.store.delta_maintenance import small_file_bytes
 
 log = logging.getLogger(__name__)
 

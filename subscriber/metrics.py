@@ -108,7 +108,7 @@ class SubscriberMetrics:
             label,
             registry=r,
         ).labels(agent)
-        # Lag beyond retention (subscriber/behind_log.py).
+        # Lag beyond retention (subscriber/bookkeeper/behind_log.py).
         self.behind_log = Gauge(
             "scd_behind_log",
             "1 while the next offset to import was deleted from the package topic (BEHIND_LOG)",
@@ -202,7 +202,7 @@ class SubscriberMetrics:
             "scd_store_bytes_reclaimed", "Bytes VACUUM deleted from the store", label, registry=r
         ).labels(agent)
 
-        # One writer per store (subscriber/writer_role.py).
+        # One writer per store (subscriber/writer/role.py).
         self.writer_role = Gauge(
             "scd_store_writer_role",
             "1 while this process writes its store (holds the writer lease), 0 on standby",

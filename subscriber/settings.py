@@ -38,8 +38,8 @@ class SubscriberSettings(ScdSettings):
     store_path: str = ".scd/store"
     # Where a brand-new store starts: Sling's default is the latest offset (new content only).
     reset: Literal["latest", "earliest"] = "latest"
-    # Lag beyond retention (subscriber/behind_log.py): continue past offsets the package topic
-    # deleted before this subscriber read them, once, at the offset where the process starts.
+    # Lag beyond retention (subscriber/bookkeeper/behind_log.py): continue past offsets the package
+    # topic deleted before this subscriber read them, once, at the offset where the process starts.
     # Off: such a subscriber stops importing (state BEHIND_LOG) until an operator decides.
     accept_gap: bool = False
     editable: bool = False
@@ -84,7 +84,7 @@ class SubscriberSettings(ScdSettings):
     # smaller means fewer replaced versions read and kept, larger fewer rewrites of the table
     # (each kept on disk for the retention). subscriber/maintenance.py.
     maintenance_fold_growth: float = Field(default=0.5, gt=0, le=10)
-    # One writer per store (subscriber/writer_lease.py, README "One writer per store"): the
+    # One writer per store (subscriber/writer/lease.py, README "One writer per store"): the
     # writer renews its lease every renew_s; a standby takes over once the lease went
     # unrenewed for ttl_s (at most ttl_s + 2 * renew_s after the writer died). A shorter ttl
     # means a faster takeover, and a writer stalled longer than ttl_s - renew_s (a long GC or

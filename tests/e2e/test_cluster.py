@@ -42,7 +42,7 @@ import boto3
 import pytest
 
 from journal.settings import TopicSettings
-from subscriber.delta_store import DeltaStore
+from subscriber.store.delta import DeltaStore
 from tests import services
 from tests.cluster_script import ClusterScript
 from tests.e2e.cluster import TOKEN, Cluster, Outcome, Subscriber, SubscriberSpec

@@ -7,8 +7,8 @@ sequence number in the package metadata (``e2e-seq``): reading the package topic
 which requests are on the log and at which offset, whatever the HTTP client saw (a request cut
 off by a publisher crash, or one that timed out, may still have reached the log).
 
-The model is independent of subscriber/changes.py; it applies packages by the content semantics read
-literally, in log order:
+The model is independent of subscriber/store/changes.py; it applies packages by the content
+semantics read literally, in log order:
 * ADD, deep root r: r and everything below it are removed, then the package's nodes are put;
 * ADD, shallow root r: the node r is put (properties replaced), its children stay;
 * DELETE, deep root r: r and its subtree are removed; shallow: the node r only.
@@ -235,7 +235,7 @@ class ContentModel:
 
 
 def stored_summary(node: Any) -> tuple[ExpectedNode, int]:
-    """A subscriber.rows.StoredNode in the model's terms (and the offset that wrote it)."""
+    """A subscriber.store.rows.StoredNode in the model's terms (and the offset that wrote it)."""
     props = {k: (t, multi, tuple(values)) for k, (t, multi, values) in node.properties.items()}
     bins: dict[str, BinarySummary] = {}
     for name, info in node.binaries.items():

@@ -23,12 +23,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
-from subscriber.delta_store import DeltaStore
+from subscriber.store.delta import DeltaStore
+from subscriber.store.memory import MemoryStore
 from tests.fuzz import records as r
 from tests.fuzz.curated import curated_records
 from tests.fuzz.subscribers_under_fire import SubscribersUnderFire
 from tests.services import KafkaService
-from tests.subscriber.memory_store import MemoryStore
 
 pytestmark = pytest.mark.slow
 

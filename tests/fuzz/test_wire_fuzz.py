@@ -24,9 +24,9 @@ from journal.content.package import ContentPackage, decode_package
 from journal.content.rules import DEFAULT_LIMITS, check_package
 from journal.wire import messages as m
 from runtime.errors import DecodeError, PermanentError, ScdError
-from subscriber.changes import ChangeSet, Unit
-from subscriber.decoding import RecordDecoder
-from subscriber.rows import node_row
+from subscriber.bookkeeper.decoding import RecordDecoder
+from subscriber.store.changes import ChangeSet, Unit
+from subscriber.store.rows import node_row
 from tests.fuzz import records as r
 
 AGENTS = ["publish", "other"]

@@ -31,9 +31,9 @@ from publisher.queues import QueueSummary
 from publisher.settings import PublisherSettings
 from runtime.http_server import AppServer
 from subscriber.agent import SubscriberAgent
-from subscriber.delta_store import DeltaStore
 from subscriber.http import HealthServer
 from subscriber.settings import SubscriberSettings
+from subscriber.store.delta import DeltaStore
 
 TOKEN = "operator-test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -21,10 +21,10 @@ from journal.settings import JournalSettings, TopicSettings
 from journal.topics import topic_specs
 from journal.wire import messages as m
 from subscriber.agent import SubscriberAgent
-from subscriber.delta_store import DeltaStore
 from subscriber.settings import SubscriberSettings
-from subscriber.store import Store
-from subscriber.writer_lease import WriterLease
+from subscriber.store.base import Store
+from subscriber.store.delta import DeltaStore
+from subscriber.writer.lease import WriterLease
 from tests.services import KafkaService, S3Service, unique_topics
 
 PUB = "publish"
@@ -212,7 +212,7 @@ def send_clear(
 def unit_for(journal: Journal, settings: JournalSettings, offset: int) -> Any:
     """The import unit of the package record at ``offset`` (inline packages only)."""
     from journal.content.package import decode_package
-    from subscriber.changes import Unit
+    from subscriber.store.changes import Unit
 
     for at, message in read_messages(journal, settings.topics.package):
         if at == offset:
@@ -244,7 +244,7 @@ class Env:
     ) -> SubscriberAgent:
         """An opened agent on an in-memory store (``store``: one to reopen), with ``lease``
         as its writer lease if given."""
-        from tests.subscriber.memory_store import MemoryStore
+        from subscriber.store.memory import MemoryStore
 
         settings = subscriber_settings(self.js, self.bs, self.tmp / "store", **overrides)
         agent = SubscriberAgent(

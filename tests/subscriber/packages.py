@@ -12,7 +12,7 @@ from journal.content.package import (
     Node,
 )
 from journal.wire import messages as m
-from subscriber.changes import Unit
+from subscriber.store.changes import Unit
 
 
 def node(path: str, **props: str | int | bytes) -> Node:

@@ -1,7 +1,7 @@
 """An independent model of a subscriber's content tree for the crash test: random packages over a
 small path space, and the tree that applying each of them once, in order, must give.
 
-Deliberately shares no code with subscriber/changes.py: the model is a plain dict path ->
+Deliberately shares no code with subscriber/store/changes.py: the model is a plain dict path ->
 expected node, and a package is applied by the content semantics read literally:
 * ADD, deep root r: r and everything below it are removed, then the package's nodes are put;
 * ADD, shallow root r: the node r is put (its properties replaced), its children stay;

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 
 from journal.content.package import decode_package
 from publisher.package_builder import PackageBuilder
-from subscriber.delta_store import DeltaStore
+from subscriber.store.delta import DeltaStore
 from tests.journal.unit.test_accepted_requests_import import (
     build,
     builder,

@@ -22,8 +22,8 @@ from journal.content.rules import ContentRuleError
 from publisher.errors import InvalidRequest, PackageTooLarge
 from publisher.package_builder import BuiltPackage, PackageBuilder
 from publisher.request import DistributeRequest
-from subscriber.changes import Unit
-from subscriber.rows import node_row
+from subscriber.store.changes import Unit
+from subscriber.store.rows import node_row
 
 # Mostly valid pieces with hostile ones mixed in: a request is accepted only when all of its
 # pieces are, so a generator of mostly hostile pieces would rarely test an accepted one.

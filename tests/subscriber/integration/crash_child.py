@@ -19,10 +19,10 @@ from typing import Any
 # Run as a script: make the repository importable whatever the working directory.
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from subscriber.changes import ChangeSet
 from subscriber.daemon import main
-from subscriber.delta_store import DeltaStore
-from subscriber.rows import KIND_OFFSET
+from subscriber.store.changes import ChangeSet
+from subscriber.store.delta import DeltaStore
+from subscriber.store.rows import KIND_OFFSET
 
 log = logging.getLogger("crash_child")
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from journal.wire import messages as m
-from subscriber import delta_store as store_module
 from subscriber.agent import IDLE_CHECKPOINT_COMMITS, SubscriberAgent
-from subscriber.delta_store import DeltaStore
+from subscriber.store import delta as store_module
+from subscriber.store.delta import DeltaStore
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
 from tests.subscriber.packages import file_node, node, package
@@ -284,8 +284,8 @@ def test_statuses_committed_but_not_sent_are_sent_on_restart(env: Env, spark: An
     """A crash between the commit and the status send: the next start sends them."""
     import dataclasses
 
-    from subscriber.changes import new_change_set
-    from subscriber.delta_store import DeltaStore
+    from subscriber.store.changes import new_change_set
+    from subscriber.store.delta import DeltaStore
 
     offset = env.send(package("s0", ADD, [("/s", True)], site("0", "/s")))
     store = DeltaStore(spark, str(env.tmp / "store"))

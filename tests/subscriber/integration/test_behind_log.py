@@ -12,7 +12,7 @@ import pytest
 
 from blobstore.factory import open_blob_store
 from journal.factory import open_journal
-from subscriber.delta_store import DeltaStore
+from subscriber.store.delta import DeltaStore
 from tests.services import KafkaService
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env

@@ -33,7 +33,6 @@ from journal.content.package import (
 )
 from publisher import content_source
 from publisher.content_source import DirectoryContentSource
-from subscriber.changes import new_change_set
 from subscriber.content import (
     COPY_CHUNK_BYTES,
     BinaryCorrupt,
@@ -44,7 +43,6 @@ from subscriber.content import (
     open_binary,
     read_node,
 )
-from subscriber.delta_store import DeltaStore
 from subscriber.export import (
     MIME_PROPERTY,
     SIDECAR_SUFFIX,
@@ -54,7 +52,9 @@ from subscriber.export import (
     plan_export,
     target_path,
 )
-from subscriber.rows import BinaryInfo, StoredNode, node_row
+from subscriber.store.changes import new_change_set
+from subscriber.store.delta import DeltaStore
+from subscriber.store.rows import BinaryInfo, StoredNode, node_row
 from tests.subscriber.packages import add, delete, file_node, node
 
 Props = dict[str, tuple[str, bool, list[str]]]

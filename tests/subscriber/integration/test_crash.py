@@ -40,8 +40,8 @@ from blobstore.api import BlobStore
 from journal.api import Position
 from journal.wire import messages as m
 from runtime.errors import ScdError
-from subscriber.delta_store import DeltaStore
-from subscriber.rows import KIND_OFFSET
+from subscriber.store.delta import DeltaStore
+from subscriber.store.rows import KIND_OFFSET
 from tests import services
 from tests.services import TOPIC_KINDS
 from tests.subscriber import harness as h

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from subscriber.changes import Unit
-from subscriber.delta_store import DeltaStore
-from subscriber.rows import KIND_SCOPE, StoredNode
-from tests.subscriber.memory_store import MemoryStore
+from subscriber.store.changes import Unit
+from subscriber.store.delta import DeltaStore
+from subscriber.store.memory import MemoryStore
+from subscriber.store.rows import KIND_SCOPE, StoredNode
 from tests.subscriber.packages import add, delete, node
 
 pytestmark = pytest.mark.integration

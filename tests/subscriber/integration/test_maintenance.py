@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from subscriber.changes import new_change_set
-from subscriber.delta_store import DeltaStore
 from subscriber.maintenance import Maintenance, MaintenancePolicy
-from subscriber.rows import StoredNode
+from subscriber.store.changes import new_change_set
+from subscriber.store.delta import DeltaStore
+from subscriber.store.rows import StoredNode
 from tests.subscriber.harness import committed_offsets
 from tests.subscriber.packages import add, delete, node
 

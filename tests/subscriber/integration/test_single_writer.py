@@ -30,8 +30,8 @@ import pytest
 
 from journal.wire import messages as m
 from subscriber.agent import SubscriberAgent
-from subscriber.delta_store import DeltaStore
-from subscriber.writer_lease import WriterLease, lease_object
+from subscriber.store.delta import DeltaStore
+from subscriber.writer.lease import WriterLease, lease_object
 from tests import services
 from tests.services import S3Service
 from tests.subscriber import harness as h

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from journal.wire.messages import Status
-from subscriber.changes import new_change_set
-from subscriber.current_tree import current_nodes_sql
-from subscriber.delta_store import CHECKPOINT_INTERVAL, CHECKPOINT_PROPERTY, DeltaStore
-from subscriber.rows import SCHEMA, rows_frame
-from subscriber.store import WriterDeposed
+from subscriber.store.changes import new_change_set
+from subscriber.store.current_tree import current_nodes_sql
+from subscriber.store.delta import CHECKPOINT_INTERVAL, CHECKPOINT_PROPERTY, DeltaStore
+from subscriber.store.rows import SCHEMA, rows_frame
+from subscriber.writer.errors import WriterDeposed
 from tests.subscriber.harness import committed_offsets, last_checkpoint, stored_paths
 from tests.subscriber.packages import add, delete, node
 

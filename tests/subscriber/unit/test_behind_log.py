@@ -1,5 +1,5 @@
-"""Lag beyond retention (subscriber/behind_log.py): a subscriber whose next offset the package
-topic deleted stops importing (BEHIND_LOG, not ready, counted, one ERROR line) until it is
+"""Lag beyond retention (subscriber/bookkeeper/behind_log.py): a subscriber whose next offset the
+package topic deleted stops importing (BEHIND_LOG, not ready, counted, one ERROR line) until it is
 restarted with --accept-gap, which skips that one gap, records it in the store and counts it.
 
 On the embedded journal with a package topic of a quarter second's retention, on in-memory
@@ -30,10 +30,10 @@ from journal.sqlite.journal import SqliteJournal
 from journal.wire import messages as m
 from subscriber.agent import SubscriberAgent
 from subscriber.settings import SubscriberSettings
+from subscriber.store.memory import MemoryStore
 from tests.services import KafkaService
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
-from tests.subscriber.memory_store import MemoryStore
 from tests.subscriber.packages import node, package
 from tests.waiting import wait_for
 

@@ -8,7 +8,7 @@ import pytest
 
 from journal.content.rules import ContentRuleError, check_package, is_within
 from journal.wire.messages import ReqType
-from subscriber.changes import ChangeSet, Scope, Unit, new_change_set
+from subscriber.store.changes import ChangeSet, Scope, Unit, new_change_set
 from tests.subscriber.packages import add, delete, node
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from subscriber.current_tree import current_nodes_sql
+from subscriber.store.current_tree import current_nodes_sql
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 

@@ -23,9 +23,9 @@ from journal.content.package import (
     encode_package,
 )
 from journal.wire import messages as m
+from subscriber.store.memory import MemoryStore
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
-from tests.subscriber.memory_store import MemoryStore
 from tests.subscriber.packages import node, package
 from tests.waiting import wait_for
 

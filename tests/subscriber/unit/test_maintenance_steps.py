@@ -15,9 +15,9 @@ import pytest
 from journal.wire import messages as m
 from subscriber.maintenance import FOLD_RETRY_S, Maintenance, MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
-from subscriber.store import StepOutcome
+from subscriber.store.base import StepOutcome
+from subscriber.store.memory import MemoryStore
 from tests.subscriber.harness import Env
-from tests.subscriber.memory_store import MemoryStore
 from tests.subscriber.packages import add, node, package
 
 ADD = m.ReqType.ADD

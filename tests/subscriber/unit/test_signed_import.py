@@ -13,9 +13,9 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from journal.content.package import encode_package
 from journal.wire import messages as m
 from journal.wire.signing import RecordSigner
+from subscriber.store.memory import MemoryStore
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
-from tests.subscriber.memory_store import MemoryStore
 from tests.subscriber.packages import node, package
 from tests.waiting import wait_for
 

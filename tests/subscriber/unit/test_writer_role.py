@@ -11,10 +11,10 @@ import pytest
 
 from journal.wire import messages as m
 from subscriber.agent import SubscriberAgent
-from subscriber.store import WriterDeposed
-from subscriber.writer_lease import LeaseRecord, LocalLeaseObject, WriterLease
+from subscriber.store.memory import MemoryLease, MemoryStore
+from subscriber.writer.errors import WriterDeposed
+from subscriber.writer.lease import LeaseRecord, LocalLeaseObject, WriterLease
 from tests.subscriber.harness import Env
-from tests.subscriber.memory_store import MemoryLease, MemoryStore
 from tests.subscriber.packages import node, package
 
 TTL_S, RENEW_S = 12.0, 2.0
@@ -151,7 +151,7 @@ def test_standby_takes_over_a_dead_writer_and_imports_the_rest(
     offsets += send(local_env, 3, start=4)
     b.role.tick()
     clock_b.now += TTL_S
-    with caplog.at_level(logging.INFO, logger="subscriber.writer_role"):
+    with caplog.at_level(logging.INFO, logger="subscriber.writer.role"):
         b.role.tick()
     assert b.role.active
     assert [r.getMessage() for r in caplog.records] == [
@@ -181,7 +181,7 @@ def test_a_zombie_writer_is_refused_by_the_store_and_steps_down(
     assert store.committed_offsets() == offsets
     late = send(local_env, 1, start=4)
     assert a.role.active  # a does not know yet
-    with caplog.at_level(logging.WARNING, logger="subscriber.writer_role"):
+    with caplog.at_level(logging.WARNING, logger="subscriber.writer.role"):
         a.loop.step()  # polls offset 4 and tries to commit it
     assert not a.role.active
     assert a.state == "STANDBY"

@@ -1,4 +1,4 @@
-"""The Store contract in memory, for tests of the import logic without Spark.
+"""The Store contract in memory: the import logic without Spark, for fast tests and tools.
 
 Nodes are kept as the Delta store reads them back (rows.node_row, so a value the Delta store
 refuses is refused here too); a commit applies a whole ChangeSet or nothing. ``fail_commits``
@@ -18,10 +18,11 @@ import uuid
 from dataclasses import dataclass, field, replace
 
 from journal.content.package import Node
-from subscriber.changes import ChangeSet, status_name
-from subscriber.rows import BinaryInfo, StoredNode, node_row
-from subscriber.store import FileStats, StepOutcome, StoreState, WriterDeposed
-from subscriber.writer_lease import LeaseRecord
+from subscriber.store.base import FileStats, StepOutcome, StoreState
+from subscriber.store.changes import ChangeSet, status_name
+from subscriber.store.rows import BinaryInfo, StoredNode, node_row
+from subscriber.writer.errors import WriterDeposed
+from subscriber.writer.lease import LeaseRecord
 
 
 def stored(node: Node, offset: int, pkg_id: str, pub_agent: str) -> StoredNode:
@@ -200,7 +201,7 @@ class MemoryStore:
 
 @dataclass
 class MemoryLease:
-    """A writer lease object in memory (subscriber.writer_lease.LeaseObject): a version
+    """A writer lease object in memory (subscriber.writer.lease.LeaseObject): a version
     counter as the token, compare-and-swap as on S3."""
 
     where: str = "memory-lease"

@@ -24,7 +24,7 @@ have taken over. After the holder dies a standby takes over within ``ttl_s + 2 *
 
 Every takeover increments the lease's ``epoch``; the new holder claims the store with it
 (``Store.claim``), which fences out commits of earlier holders inside Delta's commit
-(subscriber.delta_store).
+(subscriber.store.delta).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from subscriber.store import FileStats, StepOutcome
+from subscriber.store.base import FileStats, StepOutcome
 
 log = logging.getLogger(__name__)
 

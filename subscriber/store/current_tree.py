@@ -1,6 +1,6 @@
 """The current content tree of a store table, and the fold that keeps the table close to it.
 
-A store table holds node versions and scope rows (subscriber.rows): the current tree is the
+A store table holds node versions and scope rows (subscriber.store.rows): the current tree is the
 versions that no scope of a later offset covers. ``current_nodes_sql`` is that query (the one
 the README documents for Spark users); the store reads with it, and ``fold`` deletes what it
 leaves out.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from subscriber.delta_maintenance import file_stats, quoted
-from subscriber.rows import KIND_NODE, KIND_SCOPE, StoredNode, sql_string
-from subscriber.store import StepOutcome
+from subscriber.store.base import StepOutcome
+from subscriber.store.delta_maintenance import file_stats, quoted
+from subscriber.store.rows import KIND_NODE, KIND_SCOPE, StoredNode, sql_string
 
 
 def _versions_sql(table: str, where: str, scopes_where: str | None) -> str:

@@ -12,12 +12,12 @@ Memory is bounded by bytes, not only by packages: a batch ends once its decoded 
 budget. Records are polled in small chunks; what a chunk holds beyond the budget waits, raw,
 for the next batch.
 
-A package that can never be imported (subscriber.decoding) is committed as REMOVED_FAILED in
-its batch; one that failed for a reason a retry may mend is isolated and retried
-(subscriber.retries). Offsets the package topic deleted before they were read stop the import
-(subscriber.behind_log).
+A package that can never be imported (subscriber.bookkeeper.decoding) is committed as REMOVED_FAILED
+in its batch; one that failed for a reason a retry may mend is isolated and retried
+(subscriber.bookkeeper.retries). Offsets the package topic deleted before they were read stop the
+import (subscriber.bookkeeper.behind_log).
 
-It writes only while this process holds the store's writer role (subscriber.writer_role): on
+It writes only while this process holds the store's writer role (subscriber.writer.role): on
 standby it waits; once active it claims the store with its writer epoch and opens it; when the
 store refuses a write (``WriterDeposed``: another process took over) it steps down, drops what
 it read and polled, and waits again.
@@ -35,20 +35,21 @@ from journal.api import Consumer, Journal, Position, Record
 from journal.errors import JournalError
 from journal.wire import messages as m
 from runtime.clock import now_ms
-from subscriber.behind_log import LogGaps
-from subscriber.bookkeeping import Bookkeeping
-from subscriber.changes import ChangeSet, Unit
-from subscriber.commands import ClearRequests
-from subscriber.counters import AgentCounters
-from subscriber.decoding import Decoded, RecordDecoder
-from subscriber.failures import FailureReporter
+from subscriber.bookkeeper.behind_log import LogGaps
+from subscriber.bookkeeper.clear import ClearRequests
+from subscriber.bookkeeper.counters import AgentCounters
+from subscriber.bookkeeper.decoding import Decoded, RecordDecoder
+from subscriber.bookkeeper.failures import FailureReporter
+from subscriber.bookkeeper.retries import AttemptFailed, Retries, RetryPolicy
+from subscriber.bookkeeper.statuses import Bookkeeping
+from subscriber.bookkeeper.triage import InvalidateHook, Triage
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness
-from subscriber.retries import AttemptFailed, Retries, RetryPolicy
 from subscriber.settings import SubscriberSettings
-from subscriber.store import Store, WriterDeposed
-from subscriber.triage import InvalidateHook, Triage
-from subscriber.writer_role import WriterRole
+from subscriber.store.base import Store
+from subscriber.store.changes import ChangeSet, Unit
+from subscriber.writer.errors import WriterDeposed
+from subscriber.writer.role import WriterRole
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from journal.errors import UnknownMessageType
 from journal.wire import messages as m
 from journal.wire.signing import RecordVerifier
 from runtime.errors import DecodeError, PermanentError
-from subscriber.fetch import read_package
+from subscriber.bookkeeper.fetch import read_package
 
 
 @dataclass(frozen=True)

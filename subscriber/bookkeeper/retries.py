@@ -5,7 +5,7 @@ The package is attempted again after a back-off (RetryPolicy) until it imports, 
 it, the agent stops (it is then retried after the restart), or, with max_retries >= 0, its
 attempts are used up and it is skipped as REMOVED_FAILED. With max_retries = -1 (Sling's
 default) the subscriber blocks on it: nothing after it is imported meanwhile. Permanent
-failures never come here (subscriber.decoding).
+failures never come here (subscriber.bookkeeper.decoding).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from journal.wire import messages as m
-from subscriber.commands import ClearRequests
-from subscriber.failures import FailureReporter
+from subscriber.bookkeeper.clear import ClearRequests
+from subscriber.bookkeeper.failures import FailureReporter
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness
-from subscriber.store import WriterDeposed
+from subscriber.writer.errors import WriterDeposed
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ from journal.messaging import MessageSender
 from journal.wire import messages as m
 from subscriber.maintenance import IDLE_CHECKPOINT_COMMITS, Maintenance, MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
-from subscriber.store import Store, WriterDeposed
+from subscriber.store.base import Store
+from subscriber.writer.errors import WriterDeposed
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from journal.errors import JournalError
 from journal.wire import messages as m
 from journal.wire.signing import RecordVerifier, SignatureError
 from subscriber.metrics import SubscriberMetrics
-from subscriber.store import Store
+from subscriber.store.base import Store
 
 log = logging.getLogger(__name__)
 

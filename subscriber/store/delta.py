@@ -10,13 +10,14 @@ back before anyone retries the batch. The offset lives in the table, so a copy o
 resumes where the copy was made.
 
 One writer: a claimed store's writes carry a Delta transaction id that fences out earlier
-writers inside the commit (subscriber/delta_writer_guard.py).
+writers inside the commit (subscriber/writer/guard.py).
 
 Every import commit is a plain append: the batch's node versions, one scope row per package
 root (what the package replaced) and its bookkeeping. Updates and deletes rewrite no file when
 they are imported, so they cost what new pages cost, and the store needs to know nothing of
 what it holds to import (no path index: opening reads only bookkeeping). Reads take the current
-tree (subscriber.current_tree); ``fold`` later deletes the versions scopes cover, in idle time.
+tree (subscriber.store.current_tree); ``fold`` later deletes the versions scopes cover, in idle
+time.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ import uuid
 from typing import Any
 
 from runtime.clock import now_ms
-from subscriber import current_tree, delta_maintenance
-from subscriber.changes import ChangeSet, status_name
-from subscriber.delta_writer_guard import WriterGuard
-from subscriber.rows import (
+from subscriber.store import current_tree, delta_maintenance
+from subscriber.store.base import EVERY_AGENT, FileStats, StepOutcome, StoreState
+from subscriber.store.changes import ChangeSet, status_name
+from subscriber.store.rows import (
     COLUMNS,
     KIND_CLEAR,
     KIND_META,
@@ -44,7 +45,8 @@ from subscriber.rows import (
     rows_selected,
     scope_row,
 )
-from subscriber.store import EVERY_AGENT, FileStats, StepOutcome, StoreState, WriterDeposed
+from subscriber.writer.errors import WriterDeposed
+from subscriber.writer.guard import WriterGuard
 
 log = logging.getLogger(__name__)
 
@@ -350,7 +352,7 @@ class DeltaStore:
         return outcome
 
     # ------------------------------------------------------------------ maintenance
-    # subscriber.delta_maintenance does the work; each call is one Delta operation.
+    # subscriber.store.delta_maintenance does the work; each call is one Delta operation.
     def file_stats(self, small_file_bytes: int | None = None) -> FileStats:
         return delta_maintenance.file_stats(self.spark, self.location, small_file_bytes)
 

@@ -1,7 +1,7 @@
 """Whether this subscriber process writes its store (active) or waits (standby).
 
 Two processes started on one store both run: the one that holds the writer lease
-(subscriber.writer_lease) imports, the other is a hot standby: Spark started, nothing read
+(subscriber.writer.lease) imports, the other is a hot standby: Spark started, nothing read
 from the store, the lease read every ``renew_s``. It takes over once the active process
 stopped renewing for the lease's ttl (or released it on a clean stop), claims the store with
 the next epoch and imports from the store's offset.
@@ -20,7 +20,7 @@ import threading
 from enum import StrEnum
 
 from subscriber.metrics import SubscriberMetrics
-from subscriber.writer_lease import LeaseError, WriterLease
+from subscriber.writer.lease import LeaseError, WriterLease
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 store hands back when it opens.
 
 The import loop only ever talks to a ``Store``: it asks for a unit of work (``begin``), folds
-packages into it, and commits it whole. ``subscriber.delta_store.DeltaStore`` is the product's
+packages into it, and commits it whole. ``subscriber.store.delta.DeltaStore`` is the product's
 store (a Delta table written through Spark); tests use an in-memory one with the same contract,
 so retry, skip, clear and failure logic is tested without Spark.
 
@@ -10,7 +10,7 @@ The contract of ``commit``: a batch's content changes, its processed offset and 
 land together or not at all; after an error the batch may have landed only if the store's
 offset says so (``state.offset`` is then the batch's last offset).
 
-One writer per store (subscriber.writer_lease): a process that took the writer lease with
+One writer per store (subscriber.writer.lease): a process that took the writer lease with
 epoch N ``claim``s the store with N before it opens it. From then on a write of a process
 with a smaller epoch fails with ``WriterDeposed`` inside the store's own commit, whatever it
 checked before: it neither lands nor overwrites anything.
@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from subscriber.changes import ChangeSet
-from subscriber.rows import StoredNode
+from subscriber.store.changes import ChangeSet
+from subscriber.store.rows import StoredNode
 
 # The agent of clear rows written before clears named their publisher agent: they apply to
 # every agent.
@@ -64,11 +64,6 @@ class StepOutcome:
     files_after: int
     files_deleted: int = 0  # removed from storage (VACUUM)
     bytes_reclaimed: int = 0
-
-
-class WriterDeposed(Exception):
-    """The store was claimed by a writer with a later epoch: this process's write did not land
-    and it must stop writing (a retry would be refused too)."""
 
 
 class Store(Protocol):

@@ -1,5 +1,5 @@
 """The writer guard of a Delta store: once a writer claimed the store with its epoch
-(subscriber.writer_lease hands out epochs), every write carries the Delta transaction id
+(subscriber.writer.lease hands out epochs), every write carries the Delta transaction id
 ``txnAppId`` = WRITER_APP_ID, ``txnVersion`` = epoch * EPOCH_SPAN + a sequence number.
 
 Delta checks the id inside the commit: a write whose version is not above the one the table
@@ -18,7 +18,7 @@ import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from subscriber.store import WriterDeposed
+from subscriber.writer.errors import WriterDeposed
 
 log = logging.getLogger(__name__)
 

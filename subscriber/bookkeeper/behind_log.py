@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from journal.api import Journal
 from subscriber.metrics import SubscriberMetrics
 from subscriber.settings import SubscriberSettings
-from subscriber.store import Store
+from subscriber.store.base import Store
 
 log = logging.getLogger(__name__)
 

@@ -10,14 +10,14 @@ from collections.abc import Callable, Sequence
 from journal.api import Record
 from journal.wire import messages as m
 from runtime.ratelog import RateLimitedLog
-from subscriber.changes import Unit
-from subscriber.commands import ClearRequests
-from subscriber.counters import AgentCounters
-from subscriber.decoding import Decoded, RecordDecoder
-from subscriber.failures import FailureReporter
+from subscriber.bookkeeper.clear import ClearRequests
+from subscriber.bookkeeper.counters import AgentCounters
+from subscriber.bookkeeper.decoding import Decoded, RecordDecoder
+from subscriber.bookkeeper.failures import FailureReporter
+from subscriber.bookkeeper.retries import Retries
 from subscriber.metrics import SubscriberMetrics
-from subscriber.retries import Retries
 from subscriber.settings import SubscriberSettings
+from subscriber.store.changes import Unit
 
 log = logging.getLogger(__name__)
 
