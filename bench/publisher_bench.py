@@ -50,10 +50,10 @@ from journal.wire.messages import (
     SubscriberState,
 )
 from publisher.discovery import DiscoveryView
-from publisher.error_queues import ErrorQueues
 from publisher.metrics import PublisherMetrics
-from publisher.queue_cache import QueueCache
-from publisher.queues import Queues
+from publisher.queues.cache import QueueCache
+from publisher.queues.error_queues import ErrorQueues
+from publisher.queues.views import Queues
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 

@@ -27,21 +27,21 @@ from journal.topics import topic_specs
 from journal.wire.messages import DiscoveryMessage, LogMessage, PackageStatusMessage
 from journal.wire.signing import signer_from_settings
 from publisher.bad_records import BadRecords
-from publisher.cleanup import BlobCleanup, CleanupResult
-from publisher.commands import Clearer
-from publisher.content_source import DirectoryContentSource
+from publisher.clear import Clearer
 from publisher.discovery import DiscoveryView
-from publisher.distribute import Distributor
-from publisher.error_queues import ErrorQueues
-from publisher.events import DistributedEvents
+from publisher.distribute.builder import PackageBuilder
+from publisher.distribute.cleanup import BlobCleanup, CleanupResult
+from publisher.distribute.content_source import DirectoryContentSource
+from publisher.distribute.distributor import Distributor
+from publisher.distribute.spill import PackageSpill
+from publisher.distributed_events import DistributedEvents
 from publisher.leader import leader_election
 from publisher.metrics import PublisherMetrics
-from publisher.package_builder import PackageBuilder
-from publisher.queue_cache import QueueCache
-from publisher.queues import Queues, QueueSummary
+from publisher.queues.cache import QueueCache
+from publisher.queues.error_queues import ErrorQueues
+from publisher.queues.throttle import Throttle
+from publisher.queues.views import Queues, QueueSummary
 from publisher.settings import PublisherSettings
-from publisher.spill import PackageSpill
-from publisher.throttle import Throttle
 from runtime.clock import now_ms
 from runtime.errors import ScdError
 from runtime.supervisor import Supervisor, register_metrics

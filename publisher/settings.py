@@ -71,8 +71,8 @@ DEFAULT_LEADER_SESSION_TIMEOUT_S = 6.0
 # Embedded backend: how often a follower retries taking the leader file lock.
 DEFAULT_LEADER_LOCK_RETRY_S = 1.0
 # Sling's throttling: once an editable subscriber's queue holds more than 1000 items, distribute
-# requests wait, linearly longer up to 20 s at twice that (publisher/throttle.py). 1000 items is
-# minutes of import backlog; 20 s slows an author down without timing out an HTTP client.
+# requests wait, linearly longer up to 20 s at twice that (publisher/queues/throttle.py). 1000 items
+# is minutes of import backlog; 20 s slows an author down without timing out an HTTP client.
 DEFAULT_THROTTLE_QUEUE_LIMIT = 1000
 DEFAULT_THROTTLE_MAX_DELAY_S = 20.0
 

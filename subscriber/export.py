@@ -57,8 +57,8 @@ from subscriber.store.rows import BinaryInfo, StoredNode
 log = logging.getLogger(__name__)
 
 # Property sidecar beside an exported file or directory. Same suffix as the publisher's
-# directory content source reads (publisher.content_source.SIDECAR_SUFFIX, which the subscriber
-# may not import), so an exported tree can be published again unchanged.
+# directory content source reads (publisher.distribute.content_source.SIDECAR_SUFFIX, which the
+# subscriber may not import), so an exported tree can be published again unchanged.
 SIDECAR_SUFFIX = ".props.json"
 # The content type property the directory source sets on file nodes from the file name.
 MIME_PROPERTY = "jcr:mimeType"

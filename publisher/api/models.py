@@ -5,12 +5,12 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from publisher.cleanup import CleanupResult
-from publisher.commands import ClearMode, ClearResult
+from publisher.clear import ClearMode, ClearResult
 from publisher.discovery import Subscriber
-from publisher.distribute import DistributeResult
-from publisher.queues import QueueItem, QueueState, QueueSummary
-from publisher.request import Action
+from publisher.distribute.cleanup import CleanupResult
+from publisher.distribute.distributor import DistributeResult
+from publisher.distribute.request import Action
+from publisher.queues.views import QueueItem, QueueState, QueueSummary
 
 
 class ApiModel(BaseModel):

@@ -17,7 +17,7 @@ import httpx
 from journal.api import Position
 from journal.kafka.journal import KafkaJournal
 from journal.wire import messages as m
-from publisher.events import distributed_event
+from publisher.distributed_events import distributed_event
 from tests.cluster_script import ClusterScript, Process
 from tests.e2e.workload import SEQ_KEY
 

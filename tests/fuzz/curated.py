@@ -21,7 +21,7 @@ from journal.content.package import (
     encode_package,
 )
 from journal.wire import messages as m
-from publisher.events import EVENT_TYPE
+from publisher.distributed_events import EVENT_TYPE
 from tests.fuzz.records import (
     FAR_OFFSET,
     INT32_MAX,

@@ -24,7 +24,7 @@ from journal.settings import TopicSettings
 from journal.wire import messages as m
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from publisher.events import distributed_event
+from publisher.distributed_events import distributed_event
 from runtime.http_server import AppServer
 from tests.fuzz import records as r
 from tests.fuzz.liveness import ThreadWatch, increased, restart_counts

@@ -47,7 +47,7 @@ from journal.content.package import (
 )
 from journal.settings import TopicSettings
 from journal.wire import messages as m
-from publisher.events import EVENT_TYPE, START_TYPE
+from publisher.distributed_events import EVENT_TYPE, START_TYPE
 
 T = TypeVar("T")
 

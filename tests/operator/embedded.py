@@ -27,7 +27,7 @@ from journal.topics import topic_specs
 from journal.wire import messages as m
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from publisher.queues import QueueSummary
+from publisher.queues.views import QueueSummary
 from publisher.settings import PublisherSettings
 from runtime.http_server import AppServer
 from subscriber.agent import SubscriberAgent

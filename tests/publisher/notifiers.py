@@ -8,9 +8,9 @@ from journal.api import Journal, Position, Record
 from journal.errors import Fenced
 from journal.wire.messages import DiscoveryMessage, SubscriberConfiguration, SubscriberState
 from publisher.discovery import DiscoveryView
-from publisher.events import DistributedEvents, distributed_event
+from publisher.distributed_events import DistributedEvents, distributed_event
 from publisher.metrics import PublisherMetrics
-from publisher.queue_cache import QueueCache
+from publisher.queues.cache import QueueCache
 from tests.contract.journal_contract import read_all
 from tests.publisher.packages import put_packages
 

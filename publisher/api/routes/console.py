@@ -25,8 +25,8 @@ from pydantic import Field
 from publisher.agent import PublisherAgent
 from publisher.api.deps import AgentDep
 from publisher.api.models import ApiModel
-from publisher.console.events import RecentEvents
-from publisher.request import Action
+from publisher.console.recent_events import RecentEvents
+from publisher.distribute.request import Action
 from runtime.clock import now_ms
 
 router = APIRouter(tags=["console"])
@@ -170,8 +170,8 @@ def latest_packages(agent: AgentDep, limit: Rows = DEFAULT_ROWS) -> PackagesView
                 paths=list(e.paths),
                 deep_paths=list(e.deep_paths),
                 size=e.size,
-                # The spill rule of this publisher (publisher/spill.py): a package above the
-                # inline limit travels by reference.
+                # The spill rule of this publisher (publisher/distribute/spill.py): a package above
+                # the inline limit travels by reference.
                 spilled=agent.spill.needed(e.size),
                 created_ms=e.created_ms,
                 age_s=max(0, now - e.created_ms) / 1000,

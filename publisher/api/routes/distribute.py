@@ -14,9 +14,9 @@ from pydantic import ValidationError
 
 from publisher.api.deps import AgentDep, Authorized
 from publisher.api.models import DistributeResponse
+from publisher.distribute.request import DistributeRequest
+from publisher.distribute.values import UploadedPart
 from publisher.errors import InvalidRequest
-from publisher.request import DistributeRequest
-from publisher.values import UploadedPart
 
 router = APIRouter(tags=["distribute"], dependencies=[Authorized])
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from journal.content.package import decode_package
-from publisher.package_builder import PackageBuilder
+from publisher.distribute.builder import PackageBuilder
 from subscriber.store.delta import DeltaStore
 from tests.journal.unit.test_accepted_requests_import import (
     build,

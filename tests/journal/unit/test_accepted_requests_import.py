@@ -19,9 +19,9 @@ from blobstore.local import LocalBlobStore
 from journal.content import rules
 from journal.content.package import decode_package
 from journal.content.rules import ContentRuleError
+from publisher.distribute.builder import BuiltPackage, PackageBuilder
+from publisher.distribute.request import DistributeRequest
 from publisher.errors import InvalidRequest, PackageTooLarge
-from publisher.package_builder import BuiltPackage, PackageBuilder
-from publisher.request import DistributeRequest
 from subscriber.store.changes import Unit
 from subscriber.store.rows import node_row
 

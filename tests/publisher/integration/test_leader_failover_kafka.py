@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 from journal.api import Position
 from journal.kafka.journal import KafkaJournal
 from journal.settings import JournalSettings
-from publisher.events import distributed_event
+from publisher.distributed_events import distributed_event
 from publisher.leader import leader_group_id
 from tests.publisher.conftest import TOKEN
 from tests.publisher.simulate import SimulatedSubscriber

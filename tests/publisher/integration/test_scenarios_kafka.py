@@ -18,7 +18,7 @@ from journal.topics import topic_specs
 from journal.wire.messages import CommandMessage, ReqType, decode
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from publisher.events import distributed_event
+from publisher.distributed_events import distributed_event
 from tests.publisher.conftest import AUTH
 from tests.publisher.integration.conftest import KafkaAgentFactory
 from tests.publisher.notifiers import two_leaders_send_each_event_once

@@ -18,7 +18,7 @@ from journal.kafka.journal import KafkaJournal
 from journal.settings import JournalSettings
 from journal.wire.messages import PackageMessage, decode
 from publisher.api import create_app
-from publisher.spill import OFFSET_METADATA
+from publisher.distribute.spill import OFFSET_METADATA
 from tests.publisher.conftest import AUTH
 from tests.publisher.integration.conftest import KafkaAgentFactory, journal_settings_for
 from tests.services import KafkaService

@@ -19,12 +19,12 @@ from journal.wire.messages import (
     SubscriberConfiguration,
     SubscriberState,
 )
-from publisher import error_queues
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.discovery import DiscoveryView
-from publisher.error_queues import ErrorQueues
 from publisher.metrics import PublisherMetrics
+from publisher.queues import error_queues
+from publisher.queues.error_queues import ErrorQueues
 from runtime.clock import now_ms
 from runtime.ratelog import RateLimitedLog
 from tests.publisher.conftest import AUTH, AgentFactory

@@ -8,9 +8,9 @@ import time
 from blobstore.local import LocalBlobStore
 from journal.api import TopicSpec
 from journal.sqlite.journal import SqliteJournal
-from publisher.cleanup import BlobCleanup
+from publisher.distribute.cleanup import BlobCleanup
+from publisher.distribute.spill import OFFSET_METADATA, PackageSpill
 from publisher.metrics import PublisherMetrics
-from publisher.spill import OFFSET_METADATA, PackageSpill
 from tests.publisher.packages import put_packages
 
 TOPIC = "pkgs"

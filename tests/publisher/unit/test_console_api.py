@@ -16,7 +16,7 @@ from journal.topics import topic_specs
 from journal.wire.messages import ReqType
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from publisher.console.events import READ_WINDOW
+from publisher.console.recent_events import READ_WINDOW
 from tests.publisher.conftest import AUTH, AgentFactory
 from tests.publisher.packages import put_packages
 from tests.publisher.unit.test_queues_api import distribute, subscriber, wait_queue

@@ -20,7 +20,7 @@ from journal.sqlite.journal import SqliteJournal
 from journal.wire.messages import PackageMessage, ReqType, decode
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from publisher.spill import OFFSET_METADATA
+from publisher.distribute.spill import OFFSET_METADATA
 from tests.publisher.conftest import AUTH, AgentFactory
 
 KIB = 1024

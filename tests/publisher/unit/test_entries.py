@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from journal.wire.messages import ReqType
-from publisher.entries import EntrySegment
-from publisher.request import Action
+from publisher.distribute.request import Action
+from publisher.queues.entries import EntrySegment
 
 
 def test_entries_round_trip_with_deep_paths() -> None:

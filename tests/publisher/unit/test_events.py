@@ -12,7 +12,7 @@ from journal.sqlite.journal import SqliteJournal
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.discovery import DiscoveryView
-from publisher.events import distributed_event
+from publisher.distributed_events import distributed_event
 from tests.contract.journal_contract import read_all
 from tests.publisher.conftest import AUTH, AgentFactory
 from tests.publisher.notifiers import (

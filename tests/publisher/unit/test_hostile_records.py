@@ -27,11 +27,11 @@ from journal.wire.messages import (
 from publisher.agent import PublisherAgent
 from publisher.bad_records import BadRecord
 from publisher.discovery import DiscoveryView
-from publisher.entries import EntrySegment
-from publisher.error_queues import ErrorQueues
-from publisher.events import EVENT_TYPE, _event_offset
+from publisher.distributed_events import EVENT_TYPE, _event_offset
 from publisher.metrics import PublisherMetrics
-from publisher.queue_cache import QueueCache
+from publisher.queues.cache import QueueCache
+from publisher.queues.entries import EntrySegment
+from publisher.queues.error_queues import ErrorQueues
 from tests.publisher.notifiers import AGENT, notifier
 from tests.publisher.packages import PACKAGE_TOPIC, package_message, put_packages
 from tests.publisher.simulate import SimulatedSubscriber
@@ -77,7 +77,7 @@ def test_queue_cache_skips_out_of_range_packages_and_keeps_reading(
     for message in [*hostile, huge_id]:
         sender.send(message)
     good += put_packages(journal, 2)
-    caplog.set_level(logging.WARNING, "publisher.queue_cache")
+    caplog.set_level(logging.WARNING, "publisher.queues.cache")
     cache.start()  # the real tail thread
     try:
         wait_for(lambda: cache.next_offset == journal.latest_offset(PACKAGE_TOPIC))

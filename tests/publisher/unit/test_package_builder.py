@@ -11,10 +11,10 @@ from blobstore.local import LocalBlobStore
 from journal.content.package import ContentPackage, decode_package
 from journal.content.rules import ContentRuleError
 from journal.wire.messages import ReqType
-from publisher.content_source import DirectoryContentSource
+from publisher.distribute.builder import PackageBuilder
+from publisher.distribute.content_source import DirectoryContentSource
+from publisher.distribute.request import DistributeRequest
 from publisher.errors import ContentNotFound, InvalidRequest, PackageTooLarge
-from publisher.package_builder import PackageBuilder
-from publisher.request import DistributeRequest
 
 # A request breaking a content rule or another request rule: both answer 400.
 Refused = (InvalidRequest, ContentRuleError)

@@ -12,9 +12,9 @@ import pytest
 from journal.api import TopicSpec
 from journal.sqlite.journal import SqliteJournal
 from journal.wire.messages import PingMessage, ReqType, encode
-from publisher.entries import EntrySegment
 from publisher.metrics import PublisherMetrics
-from publisher.queue_cache import QueueCache
+from publisher.queues.cache import QueueCache
+from publisher.queues.entries import EntrySegment
 from tests.publisher.packages import PACKAGE_TOPIC, put_packages
 
 # The bound on memory per cached entry (Sling documents ~100 B).

@@ -12,7 +12,7 @@ from journal.settings import TopicSettings
 from journal.sqlite.journal import SqliteJournal
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from publisher.throttle import Throttle
+from publisher.queues.throttle import Throttle
 from tests.publisher.conftest import AUTH, AgentFactory
 from tests.publisher.simulate import SimulatedSubscriber
 from tests.waiting import wait_for

@@ -9,9 +9,9 @@ from pydantic import TypeAdapter
 
 from journal.content.package import Binary
 from journal.content.rules import ContentRuleError
+from publisher.distribute.request import PropertyValue
+from publisher.distribute.values import ValueConverter
 from publisher.errors import InvalidRequest
-from publisher.request import PropertyValue
-from publisher.values import ValueConverter
 
 _VALUE = TypeAdapter(PropertyValue)
 

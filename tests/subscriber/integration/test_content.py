@@ -31,8 +31,8 @@ from journal.content.package import (
     BlobRef,
     Node,
 )
-from publisher import content_source
-from publisher.content_source import DirectoryContentSource
+from publisher.distribute import content_source
+from publisher.distribute.content_source import DirectoryContentSource
 from subscriber.content import (
     COPY_CHUNK_BYTES,
     BinaryCorrupt,

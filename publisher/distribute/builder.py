@@ -30,10 +30,10 @@ from journal.content.package import (
     checksum,
     encode_package,
 )
-from publisher.content_source import DirectoryContentSource
+from publisher.distribute.content_source import DirectoryContentSource
+from publisher.distribute.request import Action, DistributeRequest, PropertyValue
+from publisher.distribute.values import UploadedPart, ValueConverter, set_properties
 from publisher.errors import ContentNotFound, InvalidRequest, PackageTooLarge
-from publisher.request import Action, DistributeRequest, PropertyValue
-from publisher.values import UploadedPart, ValueConverter, set_properties
 from runtime.clock import now_ms
 
 log = logging.getLogger(__name__)

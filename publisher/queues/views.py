@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from publisher.discovery import DiscoveryView, Subscriber
-from publisher.entries import Entry
-from publisher.error_queues import ErrorQueues, ReportedError
 from publisher.errors import QueueNotFound
-from publisher.queue_cache import QueueCache
+from publisher.queues.cache import QueueCache
+from publisher.queues.entries import Entry
+from publisher.queues.error_queues import ErrorQueues, ReportedError
 from runtime.clock import now_ms
 
 ERROR_QUEUE_SUFFIX = "-error"

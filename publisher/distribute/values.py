@@ -1,8 +1,9 @@
 """Request property values (JSON) -> typed package values (journal/wire/package.proto).
 
 Plain JSON maps to the obvious type (string, long, double, bool, multi-value); dates and
-binaries use the explicit ``{"type": ...}`` form of :class:`publisher.request.TypedValue`.
-Binaries are handed to a :class:`BinarySink`, which decides inline vs. blob store.
+binaries use the explicit ``{"type": ...}`` form of
+:class:`publisher.distribute.request.TypedValue`. Binaries are handed to a :class:`BinarySink`,
+which decides inline vs. blob store.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import BinaryIO, Protocol
 
 from journal.content import rules
 from journal.content.package import Binary, MultiValue, Node, Value
+from publisher.distribute.request import PropertyValue, Scalar, TypedValue
 from publisher.errors import InvalidRequest
-from publisher.request import PropertyValue, Scalar, TypedValue
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1

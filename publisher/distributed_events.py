@@ -34,9 +34,9 @@ from journal.errors import Fenced, JournalError
 from journal.wire.messages import TYPE_HEADER, VERSION_HEADER, WIRE_VERSION
 from publisher.bad_records import BadRecord, BadRecords, check_offset
 from publisher.discovery import DiscoveryView
-from publisher.entries import Entry
 from publisher.metrics import PublisherMetrics
-from publisher.queue_cache import QueueCache
+from publisher.queues.cache import QueueCache
+from publisher.queues.entries import Entry
 
 log = logging.getLogger(__name__)
 

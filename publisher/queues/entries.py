@@ -15,7 +15,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from publisher.request import Action
+from publisher.distribute.request import Action
 
 # Separators inside an entry's text. Paths are validated to hold no control characters; text
 # from other writers has these replaced (see _clean) so they can never be confused.

@@ -5,8 +5,8 @@
 * A head fetch reads an older range on demand, when a queue (or the event notifier) needs
   offsets below what the cache covers. Only one fetch runs at a time; concurrent callers wait
   for it and find their range covered.
-* Entries live in one shared sorted structure (publisher/entries.py); a subscriber's queue is a
-  bisect into it, never a copy.
+* Entries live in one shared sorted structure (publisher/queues/entries.py); a subscriber's queue is
+  a bisect into it, never a copy.
 * ``recycle`` drops entries nobody needs any more (Sling recycles every 12 h).
 
 Like Sling, only this agent's packages are cached, and TEST packages are not: they are
@@ -34,9 +34,9 @@ from publisher.bad_records import (
     check_enum,
     check_name,
 )
-from publisher.entries import Entry, EntrySegment
 from publisher.errors import CacheFetchTimeout
 from publisher.metrics import PublisherMetrics
+from publisher.queues.entries import Entry, EntrySegment
 from publisher.settings import DEFAULT_POLL_TIMEOUT_S
 from runtime.errors import DecodeError
 from runtime.ratelog import RateLimitedLog

@@ -18,7 +18,7 @@ from journal.messaging import MessageSender
 from journal.wire.messages import ClearCommand, CommandMessage
 from journal.wire.signing import RecordSigner
 from publisher.errors import InvalidRequest, NotEditable
-from publisher.queues import Queues
+from publisher.queues.views import Queues
 
 log = logging.getLogger(__name__)
 

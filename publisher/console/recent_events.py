@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from journal.api import Journal, Position, Record
 from journal.errors import JournalError
-from publisher.events import distributed_event
+from publisher.distributed_events import distributed_event
 
 log = logging.getLogger(__name__)
 

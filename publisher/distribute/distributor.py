@@ -19,11 +19,11 @@ from journal.api import Journal
 from journal.content.package import PACKAGE_TYPE
 from journal.wire.messages import PackageMessage, encode
 from journal.wire.signing import RecordSigner
+from publisher.distribute.builder import BuiltPackage, PackageBuilder
+from publisher.distribute.request import Action, DistributeRequest
+from publisher.distribute.spill import PackageSpill
+from publisher.distribute.values import UploadedPart
 from publisher.metrics import PublisherMetrics
-from publisher.package_builder import BuiltPackage, PackageBuilder
-from publisher.request import Action, DistributeRequest
-from publisher.spill import PackageSpill
-from publisher.values import UploadedPart
 from runtime.errors import ScdError
 
 log = logging.getLogger(__name__)
@@ -58,8 +58,9 @@ class Distributor:
         throttle: Callable[[], float],
         signer: RecordSigner | None = None,
     ) -> None:
-        """``throttle`` holds a request back as long as throttling asks (publisher/throttle.py)
-        and returns how long that was; ``signer`` signs each package record (signed records)."""
+        """``throttle`` holds a request back as long as throttling asks
+        (publisher/queues/throttle.py) and returns how long that was; ``signer`` signs each package
+        record (signed records)."""
         self.journal = journal
         self.topic = topic
         self.builder = builder

@@ -2,9 +2,9 @@
 
 Package blobs sit under ``<prefix>/<package id>`` with metadata ``package-id`` and ``sha256``;
 once the PackageMessage has an offset the blob is stamped with it (``offset``), which is what
-the leader's cleanup (publisher/cleanup.py) compares with the package topic's earliest offset.
-A blob whose send failed or whose stamp was lost stays unstamped; the cleanup stamps it later,
-so no package blob is ever left unaccounted.
+the leader's cleanup (publisher/distribute/cleanup.py) compares with the package topic's earliest
+offset. A blob whose send failed or whose stamp was lost stays unstamped; the cleanup stamps it
+later, so no package blob is ever left unaccounted.
 """
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ from journal.content.package import (
     Value,
 )
 from journal.content.rules import check_text, join
+from publisher.distribute.request import PropertyValue
+from publisher.distribute.values import BinarySink, ValueConverter, content_type_of, set_properties
 from publisher.errors import ContentNotFound, InvalidRequest
-from publisher.request import PropertyValue
-from publisher.values import BinarySink, ValueConverter, content_type_of, set_properties
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from blobstore import BlobStore, BlobStoreError
 from journal.api import Journal
+from publisher.distribute.spill import OFFSET_METADATA, PackageSpill
 from publisher.metrics import PublisherMetrics
-from publisher.spill import OFFSET_METADATA, PackageSpill
 
 log = logging.getLogger(__name__)
 
