@@ -2,7 +2,7 @@
 
 Prints one JSON document (progress goes to stderr):
 
-* ``distribute``: ``POST /distribute`` of ~5 KB packages against a ``python -m publisher``
+* ``distribute``: ``POST /distribute`` of ~5 KB packages against a ``python -m scd publisher``
   process on Kafka: latency p50/p99 one request at a time, then throughput with concurrent
   clients; beside it, a bare confluent-kafka producer sending the same bytes (``produce`` +
   ``flush`` per record, the synchronous path a request takes; and pipelined, the ceiling).
@@ -119,7 +119,11 @@ def start_publisher(bootstrap: str, prefix: str, work: Path) -> tuple[subprocess
     )
     logfile = (work / "publisher.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "publisher"], env=env, cwd=REPO_DIR, stdout=logfile, stderr=logfile
+        [sys.executable, "-m", "scd", "publisher"],
+        env=env,
+        cwd=REPO_DIR,
+        stdout=logfile,
+        stderr=logfile,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + READY_TIMEOUT_S

@@ -7,7 +7,7 @@ discovery topic, costs a real publisher daemon. Prints one JSON document (progre
 * ``discovery``: 50,000 DiscoveryMessages with random instance ids written to the daemon's
   journal: RSS growth (target < 100 MiB), the ``GET /queues`` answer (target < 1 MB).
 
-The daemon is ``python -m publisher`` on the embedded SQLite journal and a local blob store.
+The daemon is ``python -m scd publisher`` on the embedded SQLite journal and a local blob store.
 ``--baseline-ref <commit>`` runs the same against that commit's code (extracted with
 ``git archive``), side by side; the baseline runs fewer auth requests (each reads 24 MB).
 
@@ -117,7 +117,11 @@ def publisher(code_dir: Path, work: Path) -> Iterator[Daemon]:
     )
     logfile = (work / "publisher.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "publisher"], env=env, cwd=code_dir, stdout=logfile, stderr=logfile
+        [sys.executable, "-m", "scd", "publisher"],
+        env=env,
+        cwd=code_dir,
+        stdout=logfile,
+        stderr=logfile,
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -33,9 +33,10 @@ from subscriber_latency import percentile
 
 from journal.content.package import ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
-from subscriber.store.changes import Unit, new_change_set
+from subscriber.store.changes import Unit
 from subscriber.store.delta import DeltaStore
 from subscriber.writer.errors import WriterDeposed
+from tests.subscriber.packages import new_change_set
 
 NODES_PER_PAGE = 4
 VARIANTS = ("unguarded", "guarded", "guarded_cold")

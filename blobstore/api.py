@@ -104,10 +104,6 @@ class BlobStore(ABC):
             key, io.BytesIO(data), len(data), metadata=metadata, content_type=content_type
         )
 
-    def get_bytes(self, key: str) -> bytes:
-        with self.get(key) as stream:
-            return stream.read()
-
     def exists(self, key: str) -> bool:
         try:
             self.head(key)

@@ -54,26 +54,45 @@ SET_METADATA_ATTEMPTS = 3
 
 _US_EAST_1 = "us-east-1"
 
+# botocore's own default pool size, for clients that make one request at a time.
+BOTOCORE_DEFAULT_POOL = 10
+
+
+def s3_client(
+    settings: BlobStoreSettings,
+    *,
+    max_attempts: int | None = None,
+    max_pool_connections: int = BOTOCORE_DEFAULT_POOL,
+) -> S3Client:
+    """The one way scd builds an S3 client: path-style addressing (MinIO, versitygw and Ceph
+    need it), the endpoint, credentials and timeouts of ``settings``. ``max_attempts``
+    overrides the settings' attempts for callers that must fail fast (the writer lease)."""
+    secret = settings.secret_key.get_secret_value() if settings.secret_key else None
+    client: S3Client = boto3.session.Session().client(
+        "s3",
+        endpoint_url=settings.endpoint_url,
+        region_name=settings.region,
+        aws_access_key_id=settings.access_key,
+        aws_secret_access_key=secret,
+        config=Config(
+            s3={"addressing_style": "path"},
+            connect_timeout=settings.connect_timeout_s,
+            read_timeout=settings.read_timeout_s,
+            retries={
+                "total_max_attempts": max_attempts or settings.max_attempts,
+                "mode": "standard",
+            },
+            max_pool_connections=max_pool_connections,
+        ),
+    )
+    return client
+
 
 class S3BlobStore(BlobStore):
     """Objects in one bucket, addressed path-style (``http://host/bucket/key``)."""
 
     def __init__(self, settings: BlobStoreSettings) -> None:
-        secret = settings.secret_key.get_secret_value() if settings.secret_key else None
-        self._client: S3Client = boto3.session.Session().client(
-            "s3",
-            endpoint_url=settings.endpoint_url,
-            region_name=settings.region,
-            aws_access_key_id=settings.access_key,
-            aws_secret_access_key=secret,
-            config=Config(
-                s3={"addressing_style": "path"},
-                connect_timeout=settings.connect_timeout_s,
-                read_timeout=settings.read_timeout_s,
-                retries={"total_max_attempts": settings.max_attempts, "mode": "standard"},
-                max_pool_connections=MAX_POOL_CONNECTIONS,
-            ),
-        )
+        self._client = s3_client(settings, max_pool_connections=MAX_POOL_CONNECTIONS)
         self._bucket = settings.bucket
         self._region = settings.region
         self._endpoint = self._client.meta.endpoint_url

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 from types import FrameType
 
 import uvicorn
-from pydantic import ValidationError
-from pydantic_settings import SettingsError
 
 from blobstore import BlobStoreSettings, open_blob_store
 from journal.factory import open_journal
@@ -22,10 +19,6 @@ from journal.settings import JournalSettings
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.settings import PublisherSettings
-from runtime.config import describe_settings_error
-from runtime.errors import ConfigError, ScdError
-from runtime.logs import configure_logging, enable_stack_dumps
-from runtime.redaction import redact
 
 log = logging.getLogger(__name__)
 
@@ -62,24 +55,3 @@ def run(
 
 def _after_server_exit(signum: int, _frame: FrameType | None) -> None:
     log.info("signal %d: stopping the agent", signum)
-
-
-def main() -> int:
-    configure_logging()
-    enable_stack_dumps()
-    try:
-        settings = PublisherSettings()
-        journal_settings = JournalSettings()
-        blob_settings = BlobStoreSettings()
-    except (ValidationError, SettingsError) as exc:
-        # Never str(exc): pydantic's message quotes the values given, secrets included.
-        print(f"scd publisher: {describe_settings_error(exc)}", file=sys.stderr)
-        return 2
-    except ConfigError as exc:
-        print(f"scd publisher: invalid settings: {redact(str(exc))}", file=sys.stderr)
-        return 2
-    try:
-        return run(settings, journal_settings, blob_settings)
-    except ScdError as exc:
-        print(f"scd publisher: {redact(str(exc))}", file=sys.stderr)
-        return 1

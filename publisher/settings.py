@@ -194,7 +194,3 @@ class PublisherSettings(ScdSettings):
                     "SCD_PUBLISHER_DEV_MODE=true in development)"
                 )
         return self
-
-    @property
-    def auth_enabled(self) -> bool:
-        return self.api_token is not None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -44,12 +44,6 @@ COMMAND_MODULES: tuple[CommandModule, ...] = (
 )
 # Commands that run a daemon log at INFO by default; the others only warn.
 DAEMONS = frozenset({"publisher", "subscriber", "demo"})
-
-Command = Callable[[argparse.Namespace], int]
-
-
-class Subparsers(Protocol):
-    def add_parser(self, name: str, **kwargs: object) -> argparse.ArgumentParser: ...
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -231,8 +231,5 @@ class SubscriberAgent:
             return False, behind
         return supervised_check(self.readiness.check, self.supervisor)()
 
-    def discovery_message(self) -> m.DiscoveryMessage:
-        return self.announcer.message()
-
     def announce(self) -> None:
         self.announcer.announce()

@@ -8,22 +8,15 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from types import FrameType
 
-from pydantic import ValidationError
-from pydantic_settings import SettingsError
-
 from blobstore.factory import open_blob_store
 from journal.factory import open_journal
 from journal.topics import topic_specs
-from runtime.config import describe_settings_error
-from runtime.errors import ConfigError, ScdError
-from runtime.logs import configure_logging, enable_stack_dumps
-from runtime.redaction import redact
+from runtime.errors import ScdError
 from subscriber.agent import SubscriberAgent
 from subscriber.http import HealthServer
 from subscriber.settings import SubscriberSettings
@@ -100,22 +93,3 @@ def run(settings: SubscriberSettings) -> int:
         log.info("subscriber %s running on store %s", agent.name, settings.store_path)
         stop.wait()
     return 0
-
-
-def main() -> int:
-    configure_logging()
-    enable_stack_dumps()
-    try:
-        settings = SubscriberSettings()
-    except (ValidationError, SettingsError) as exc:
-        # Never str(exc): pydantic's message quotes the values given, secrets included.
-        print(f"scd subscriber: {describe_settings_error(exc)}", file=sys.stderr)
-        return 2
-    except (ValueError, ConfigError) as exc:
-        print(f"scd subscriber: invalid settings: {redact(str(exc))}", file=sys.stderr)
-        return 2
-    try:
-        return run(settings)
-    except ScdError as exc:
-        print(f"scd subscriber: {redact(str(exc))}", file=sys.stderr)
-        return 1

@@ -277,12 +277,6 @@ class SqliteJournal(Journal):
     def latest_offset(self, topic: str, partition: int = 0) -> int:
         return self._offsets(topic, partition)[1]
 
-    def expire_now(self) -> None:
-        """Apply retention immediately (tests and maintenance)."""
-        with self._lock:
-            self._last_retention = 0.0
-            self._expire(now_ms())
-
     def consumer(
         self, topic: str, position: Position, partitions: Sequence[int] | None = None
     ) -> Consumer:

@@ -8,13 +8,15 @@ import os
 from pathlib import Path
 
 from journal.leadership import Leadership
+from runtime.clock import Wait, wait_on
 
 
 class FileLockLeadership(Leadership):
-    def __init__(self, path: Path, retry_s: float, thread_name: str) -> None:
+    def __init__(self, path: Path, retry_s: float, thread_name: str, wait: Wait = wait_on) -> None:
         super().__init__(thread_name)
         self.path = path
         self.retry_s = retry_s
+        self._wait = wait
 
     def _run(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -24,7 +26,7 @@ class FileLockLeadership(Leadership):
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    self._stop.wait(self.retry_s)
+                    self._wait(self._stop, self.retry_s)
                     continue
                 self._set(True)
                 self._stop.wait()

@@ -76,8 +76,3 @@ class AuthMiddleware:
             if match is Match.FULL:
                 return protected
         return False
-
-
-def protected_routes(app: FastAPI) -> list[tuple[str, set[str]]]:
-    """(path, methods) of every route that needs the token: what the middleware protects."""
-    return [(r.path or "", set(r.methods or ())) for r in routes_of(app) if needs_token(r)]

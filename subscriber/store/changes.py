@@ -16,7 +16,6 @@ the nodes. Within a batch the scopes are already applied to the batch's earlier 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from journal.content.package import ContentPackage, Node
@@ -122,10 +121,3 @@ def _places(path: str) -> list[str]:
 
 def status_name(status: int) -> str:
     return str(Status.Name(status))
-
-
-def new_change_set(units: Iterable[Unit] = ()) -> ChangeSet:
-    changes = ChangeSet()
-    for unit in units:
-        changes.add(unit)
-    return changes

@@ -43,7 +43,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from blobstore.settings import BlobStoreSettings
@@ -55,6 +54,9 @@ log = logging.getLogger(__name__)
 
 LEASE_DIR = "_scd_writer"
 LEASE_NAME = "lease.json"
+# S3 attempts per lease read or write: a renewal that cannot reach S3 fails fast and is tried
+# again on the next renew period rather than held up by retries.
+LEASE_S3_ATTEMPTS = 2
 # A lease object larger than this is not ours: refused instead of parsed.
 MAX_LEASE_BYTES = 4096
 
@@ -191,22 +193,10 @@ def lease_object(store_path: str, blobs: BlobStoreSettings | None) -> LeaseObjec
             "store_path is on s3a:// but no S3 blob store is configured to take the endpoint "
             "and credentials from (SCD_BLOB_*)"
         )
-    import boto3
+    from blobstore.s3 import s3_client
 
     bucket, _, prefix = store_path.removeprefix("s3a://").partition("/")
-    client = boto3.session.Session().client(
-        "s3",
-        endpoint_url=blobs.endpoint_url,
-        region_name=blobs.region,
-        aws_access_key_id=blobs.access_key,
-        aws_secret_access_key=blobs.secret_key.get_secret_value() if blobs.secret_key else None,
-        config=Config(
-            s3={"addressing_style": "path"},
-            connect_timeout=blobs.connect_timeout_s,
-            read_timeout=blobs.read_timeout_s,
-            retries={"total_max_attempts": 2, "mode": "standard"},
-        ),
-    )
+    client = s3_client(blobs, max_attempts=LEASE_S3_ATTEMPTS)
     key = "/".join(p for p in (prefix.strip("/"), LEASE_DIR, LEASE_NAME) if p)
     return S3LeaseObject(client, bucket, key)
 

@@ -25,6 +25,7 @@ from blobstore import (
     InvalidBlobKey,
     InvalidBlobMetadata,
 )
+from tests.blobstore.reading import read_blob
 
 UploadCount = Callable[[], int]
 
@@ -51,7 +52,7 @@ EVERY_CALL: dict[str, Callable[[BlobStore], object]] = {
     "put_bytes": lambda s: s.put_bytes("k", b"x"),
     "put_large": lambda s: s.put_bytes("k", b"x" * LARGE_OBJECT_BYTES),
     "put_content_addressed": lambda s: s.put_content_addressed(io.BytesIO(b"x"), 1),
-    "get_bytes": lambda s: s.get_bytes("k"),
+    "get_bytes": lambda s: read_blob(s, "k"),
     "head": lambda s: s.head("k"),
     "exists": lambda s: s.exists("k"),
     "delete": lambda s: s.delete("k"),
@@ -123,7 +124,7 @@ class BlobStoreContract:
             key, data, metadata={"offset": "42", "pkg-id": "p1"}, content_type="application/x-p"
         )
         assert (stored.key, stored.size) == (key, len(data))
-        assert store.get_bytes(key) == data
+        assert read_blob(store, key) == data
         info = store.head(key)
         assert info.size == len(data)
         assert info.metadata == {"offset": "42", "pkg-id": "p1"}
@@ -135,19 +136,19 @@ class BlobStoreContract:
         store.put_bytes(f"{prefix}empty", b"")
         info = store.head(f"{prefix}empty")
         assert (info.size, info.metadata, info.content_type) == (0, {}, "application/octet-stream")
-        assert store.get_bytes(f"{prefix}empty") == b""
+        assert read_blob(store, f"{prefix}empty") == b""
 
     def test_put_replaces_bytes_and_metadata(self, store: BlobStore, prefix: str) -> None:
         key = f"{prefix}k"
         store.put_bytes(key, b"old", metadata={"a": "1"})
         store.put_bytes(key, b"new content", metadata={"b": "2"})
-        assert store.get_bytes(key) == b"new content"
+        assert read_blob(store, key) == b"new content"
         assert store.head(key).metadata == {"b": "2"}
 
     def test_put_reads_exactly_length_bytes(self, store: BlobStore, prefix: str) -> None:
         stream = io.BytesIO(b"0123456789")
         store.put(f"{prefix}k", stream, 4)
-        assert store.get_bytes(f"{prefix}k") == b"0123"
+        assert read_blob(store, f"{prefix}k") == b"0123"
         assert stream.read() == b"456789"
 
     def test_short_stream_is_refused_and_stores_nothing(
@@ -163,7 +164,7 @@ class BlobStoreContract:
         store.put_bytes(key, b"previous", metadata={"v": "1"})
         with pytest.raises(BlobLengthMismatch):
             store.put(key, one_way(b"x" * 10), 20, metadata={"v": "2"})
-        assert store.get_bytes(key) == b"previous"
+        assert read_blob(store, key) == b"previous"
 
     def test_get_streams(self, store: BlobStore, prefix: str) -> None:
         key = f"{prefix}streamed"
@@ -207,7 +208,7 @@ class BlobStoreContract:
         data = os.urandom(LARGE_OBJECT_BYTES)
         info = store.put(key, one_way(data), len(data), metadata={"kind": "large"})
         assert info.size == LARGE_OBJECT_BYTES
-        assert sha256(store.get_bytes(key)) == sha256(data)
+        assert sha256(read_blob(store, key)) == sha256(data)
         assert store.head(key).metadata == {"kind": "large"}
 
     # ------------------------------------------------------------------ content-addressed
@@ -224,7 +225,7 @@ class BlobStoreContract:
         assert not second.uploaded
         assert second.key == first.key
         assert upload_count() == 1
-        assert store.get_bytes(first.key) == data
+        assert read_blob(store, first.key) == data
         assert store.head(first.key).content_type == "image/png"
 
     def test_content_addressed_put_spools_a_stream_that_cannot_seek(
@@ -235,7 +236,7 @@ class BlobStoreContract:
         assert ref.uploaded
         assert upload_count() == 1
         assert ref.sha256 == sha256(data)
-        assert sha256(store.get_bytes(ref.key)) == ref.sha256
+        assert sha256(read_blob(store, ref.key)) == ref.sha256
 
     def test_content_addressed_put_reads_only_length_bytes(self, store: BlobStore) -> None:
         data = os.urandom(1000)
@@ -243,7 +244,7 @@ class BlobStoreContract:
         stream.seek(0)
         ref = store.put_content_addressed(stream, len(data))
         assert ref.sha256 == sha256(data)
-        assert store.get_bytes(ref.key) == data
+        assert read_blob(store, ref.key) == data
 
     # ------------------------------------------------------------------ exists / delete / list
     def test_exists_and_idempotent_delete(self, store: BlobStore, prefix: str) -> None:
@@ -256,7 +257,7 @@ class BlobStoreContract:
         store.delete(key)
         store.delete(f"{prefix}never-existed")
         with pytest.raises(BlobNotFound):
-            store.get_bytes(key)
+            read_blob(store, key)
 
     def test_list_with_metadata_and_prefix(self, store: BlobStore, prefix: str) -> None:
         store.put_bytes(f"{prefix}a/2", b"22", metadata={"n": "2"})
@@ -295,7 +296,7 @@ class BlobStoreContract:
         assert info.metadata == {"a": "1", "b": "3", "offset": "1234"}
         assert info.content_type == "text/csv"
         assert info.size == len(data)
-        assert store.get_bytes(key) == data
+        assert read_blob(store, key) == data
 
     def test_set_metadata_of_missing_key_raises_not_found(
         self, store: BlobStore, prefix: str
@@ -330,7 +331,7 @@ class BlobStoreContract:
     def test_missing_key_raises_not_found(self, store: BlobStore, prefix: str) -> None:
         key = f"{prefix}missing"
         with pytest.raises(BlobNotFound, match="missing") as raised:
-            store.get_bytes(key)
+            read_blob(store, key)
         assert raised.value.key == key
         assert not raised.value.retriable
         with pytest.raises(BlobNotFound):
@@ -343,7 +344,7 @@ class BlobStoreContract:
         with pytest.raises(InvalidBlobKey, match="invalid blob key"):
             store.put_bytes(key, b"x")
         with pytest.raises(InvalidBlobKey):
-            store.get_bytes(key)
+            read_blob(store, key)
         with pytest.raises(InvalidBlobKey):
             store.head(key)
         with pytest.raises(InvalidBlobKey):

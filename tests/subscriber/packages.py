@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from journal.content.package import (
     FILE_DATA,
     FILE_TYPE,
@@ -12,7 +14,7 @@ from journal.content.package import (
     Node,
 )
 from journal.wire import messages as m
-from subscriber.store.changes import Unit
+from subscriber.store.changes import ChangeSet, Unit
 
 
 def node(path: str, **props: str | int | bytes) -> Node:
@@ -60,3 +62,11 @@ def add(offset: int, root: str, *nodes: Node, deep: bool = True) -> Unit:
 
 def delete(offset: int, root: str, deep: bool = True) -> Unit:
     return unit(offset, package(f"p{offset}", m.ReqType.DELETE, [(root, deep)]))
+
+
+def new_change_set(units: Iterable[Unit] = ()) -> ChangeSet:
+    """A ChangeSet of these units, as the import loop builds one batch by batch."""
+    changes = ChangeSet()
+    for unit in units:
+        changes.add(unit)
+    return changes

@@ -21,6 +21,7 @@ from blobstore import (
     open_blob_store,
 )
 from blobstore.s3 import S3BlobStore
+from tests.blobstore.reading import read_blob
 from tests.contract.blobstore_contract import (
     EVERY_CALL,
     LARGE_OBJECT_BYTES,
@@ -115,7 +116,7 @@ def test_large_object_goes_up_in_parts_and_round_trips(store: S3BlobStore) -> No
     # An S3 multipart ETag is "<md5 of part md5s>-<number of parts>".
     etag = store.client.head_object(Bucket=store.bucket, Key=key)["ETag"]
     assert etag.strip('"').endswith("-2"), etag
-    assert hashlib.sha256(store.get_bytes(key)).digest() == hashlib.sha256(data).digest()
+    assert hashlib.sha256(read_blob(store, key)).digest() == hashlib.sha256(data).digest()
 
 
 def test_object_below_threshold_goes_up_in_one_put(store: S3BlobStore) -> None:
@@ -151,7 +152,7 @@ def test_missing_bucket_is_named_and_created_on_request(s3_service: S3Service) -
     creating = open_blob_store(settings_for(s3_service, name, create_bucket=True))
     open_blob_store(settings_for(s3_service, name, create_bucket=True))  # already there: fine
     creating.put_bytes("k", b"x")
-    assert plain.get_bytes("k") == b"x"
+    assert read_blob(plain, "k") == b"x"
     creating.delete("k")
     assert isinstance(creating, S3BlobStore)
     creating.client.delete_bucket(Bucket=name)

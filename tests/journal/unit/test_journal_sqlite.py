@@ -18,6 +18,7 @@ from tests.contract.journal_contract import (
     NewTopic,
     read_all,
 )
+from tests.journal.retention import expire_now
 
 _names = itertools.count()
 
@@ -43,7 +44,7 @@ class TestSqliteJournal(JournalContract, GarbageOnEveryTopic):
 
     def expire(self, journal: Journal) -> None:
         assert isinstance(journal, SqliteJournal)
-        journal.expire_now()
+        expire_now(journal)
 
 
 def _writer(path: str, worker: int, count: int) -> None:

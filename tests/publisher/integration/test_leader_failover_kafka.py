@@ -48,7 +48,7 @@ class Publisher:
         self.instance = instance
         self.log = (log_dir / f"{instance}.log").open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "publisher"],
+            [sys.executable, "-m", "scd", "publisher"],
             env={
                 **env,
                 "SCD_PUBLISHER_INSTANCE_ID": instance,

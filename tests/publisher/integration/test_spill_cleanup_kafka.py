@@ -19,6 +19,7 @@ from journal.settings import JournalSettings
 from journal.wire.messages import PackageMessage, decode
 from publisher.api import create_app
 from publisher.distribute.spill import OFFSET_METADATA
+from tests.blobstore.reading import read_blob
 from tests.publisher.conftest import AUTH
 from tests.publisher.integration.conftest import KafkaAgentFactory, journal_settings_for
 from tests.services import KafkaService
@@ -63,7 +64,7 @@ def test_5mb_tree_distributes_as_one_spilled_package(
     (message,) = package_messages(kafka_journal, agent.topics.package)
     assert message.pkg_binary_ref == body["blobKey"]
     assert message.pkg_binary == b""
-    stored = blobs.get_bytes(message.pkg_binary_ref)
+    stored = read_blob(blobs, message.pkg_binary_ref)
     assert checksum(stored) == message.checksum
     assert len(stored) == message.pkg_length
     assert blobs.head(message.pkg_binary_ref).metadata[OFFSET_METADATA] == str(body["offset"])
@@ -85,7 +86,7 @@ def test_900kb_file_with_a_high_binary_threshold_spills_the_package(
     assert body["spilled"] is True
     assert body["binariesReferenced"] == 0
     (message,) = package_messages(kafka_journal, agent.topics.package)
-    node = decode_package(blobs.get_bytes(message.pkg_binary_ref)).nodes[0]
+    node = decode_package(read_blob(blobs, message.pkg_binary_ref)).nodes[0]
     assert node.properties["jcr:data"].binary_value.inline == (tmp_path / "file.bin").read_bytes()
 
 

@@ -15,9 +15,15 @@ from fastapi import FastAPI
 
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from publisher.api.auth import needs_token, protected_routes, routes_of
+from publisher.api.auth import needs_token, routes_of
 from runtime.http_server import AppServer
 from tests.publisher.conftest import TOKEN, AgentFactory
+
+
+def protected_routes(app: FastAPI) -> list[tuple[str, set[str]]]:
+    """(path, methods) of every route that needs the token: what the middleware protects."""
+    return [(r.path or "", set(r.methods or ())) for r in routes_of(app) if needs_token(r)]
+
 
 # The body size of the issue: 24 MB of JSON, declared and never sent.
 DECLARED_BYTES = 24 * 1024 * 1024

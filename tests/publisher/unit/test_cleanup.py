@@ -11,6 +11,7 @@ from journal.sqlite.journal import SqliteJournal
 from publisher.distribute.cleanup import BlobCleanup
 from publisher.distribute.spill import OFFSET_METADATA, PackageSpill
 from publisher.metrics import PublisherMetrics
+from tests.journal.retention import expire_now
 from tests.publisher.packages import put_packages
 
 TOPIC = "pkgs"
@@ -23,7 +24,7 @@ def test_cleanup_deletes_below_earliest_stamps_orphans_and_keeps_the_rest(
     journal.create_topics([TopicSpec(TOPIC, retention_ms=1)])
     put_packages(journal, 5, topic=TOPIC)
     time.sleep(0.01)
-    journal.expire_now()
+    expire_now(journal)
     put_packages(journal, 3, topic=TOPIC)  # offsets 5..7 retained, earliest 5, latest 8
     spill = PackageSpill(blobs, "packages", 10)
     old = spill.store("old", b"o" * 20, "x")
@@ -57,7 +58,7 @@ def test_cleanup_deletes_below_earliest_stamps_orphans_and_keeps_the_rest(
     # Once the log moves past the stamp, the orphan goes too.
     put_packages(journal, 2, topic=TOPIC)
     time.sleep(0.01)
-    journal.expire_now()
+    expire_now(journal)
     put_packages(journal, 1, topic=TOPIC)
     second = cleanup.run()
     assert second.deleted == 3

@@ -21,6 +21,7 @@ from journal.wire.messages import PackageMessage, ReqType, decode
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.distribute.spill import OFFSET_METADATA
+from tests.blobstore.reading import read_blob
 from tests.publisher.conftest import AUTH, AgentFactory
 
 KIB = 1024
@@ -94,7 +95,7 @@ def test_multipart_upload(
     assert response.json()["binariesReferenced"] == 1
     ref = decode_package(messages(journal)[0].pkg_binary).nodes[0].properties["file"]
     assert ref.binary_value.ref.content_type == "application/pdf"
-    assert blobs.get_bytes(ref.binary_value.ref.key) == big
+    assert read_blob(blobs, ref.binary_value.ref.key) == big
 
 
 @pytest.mark.parametrize(
@@ -140,7 +141,7 @@ def test_spilled_package_is_stored_by_reference_and_stamped(
     (message,) = messages(journal)
     assert message.pkg_binary == b""
     assert message.pkg_binary_ref == body["blobKey"]
-    stored = blobs.get_bytes(message.pkg_binary_ref)
+    stored = read_blob(blobs, message.pkg_binary_ref)
     assert checksum(stored) == message.checksum
     assert len(stored) == message.pkg_length
     assert blobs.head(message.pkg_binary_ref).metadata[OFFSET_METADATA] == str(body["offset"])

@@ -15,6 +15,7 @@ from journal.wire.messages import PingMessage, ReqType, encode
 from publisher.metrics import PublisherMetrics
 from publisher.queues.cache import QueueCache
 from publisher.queues.entries import EntrySegment
+from tests.journal.retention import expire_now
 from tests.publisher.packages import PACKAGE_TOPIC, put_packages
 
 # The bound on memory per cached entry (Sling documents ~100 B).
@@ -100,7 +101,7 @@ def test_fetch_below_the_earliest_retained_offset(journal: SqliteJournal) -> Non
     journal.create_topics([TopicSpec("short", retention_ms=1)])
     put_packages(journal, 5, topic="short")
     time.sleep(0.01)  # older than the 1 ms retention
-    journal.expire_now()
+    expire_now(journal)
     kept = put_packages(journal, 3, topic="short")
     cache = new_cache(journal, "short")
     cache.open()

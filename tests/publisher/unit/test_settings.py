@@ -24,7 +24,7 @@ def test_placeholder_or_missing_token_is_refused_outside_dev_mode(token: str | N
 @pytest.mark.parametrize("token", [None, "changethis"])
 def test_dev_mode_accepts_missing_or_placeholder_token(token: str | None) -> None:
     settings = PublisherSettings.model_validate({"dev_mode": True, "api_token": token})
-    assert settings.auth_enabled is (token is not None)
+    assert (settings.api_token is not None) is (token is not None)
 
 
 def test_environment_prefix(monkeypatch: pytest.MonkeyPatch) -> None:

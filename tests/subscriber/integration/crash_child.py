@@ -1,6 +1,6 @@
 """The subscriber daemon as the crash test runs it: ``python tests/subscriber/crash_child.py``.
 
-Same as ``python -m subscriber`` (settings from ``SCD_SUBSCRIBER_*``), plus one fault mode so
+Same as ``scd subscriber`` (settings from ``SCD_SUBSCRIBER_*``), plus one fault mode so
 the crash test can prove it catches a broken store: with ``SCD_TEST_BROKEN_COMMIT=1`` every
 import commit is split in two Delta commits, the batch's content (and statuses) first and its
 offset row second, with a pause between them. A kill in that pause leaves new content with the
@@ -19,7 +19,7 @@ from typing import Any
 # Run as a script: make the repository importable whatever the working directory.
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from subscriber.daemon import main
+from scd.cli import main
 from subscriber.store.changes import ChangeSet
 from subscriber.store.delta import DeltaStore
 from subscriber.store.rows import KIND_OFFSET
@@ -63,4 +63,4 @@ def install_broken_commit() -> None:
 if __name__ == "__main__":
     if os.environ.get(BROKEN_ENV) == "1":
         install_broken_commit()
-    sys.exit(main())
+    sys.exit(main(["subscriber"]))

@@ -284,8 +284,8 @@ def test_statuses_committed_but_not_sent_are_sent_on_restart(env: Env, spark: An
     """A crash between the commit and the status send: the next start sends them."""
     import dataclasses
 
-    from subscriber.store.changes import new_change_set
     from subscriber.store.delta import DeltaStore
+    from tests.subscriber.packages import new_change_set
 
     offset = env.send(package("s0", ADD, [("/s", True)], site("0", "/s")))
     store = DeltaStore(spark, str(env.tmp / "store"))

@@ -15,10 +15,9 @@ import pytest
 
 from blobstore.local import LocalBlobStore
 from journal.content.package import FILE_DATA, FILE_TYPE, NODE_TYPE, Binary, BlobRef, Node
-from subscriber.store.changes import new_change_set
 from subscriber.store.delta import DeltaStore
 from tests.services import spark_jars
-from tests.subscriber.packages import add, file_node, node
+from tests.subscriber.packages import add, file_node, new_change_set, node
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -52,10 +52,10 @@ from subscriber.export import (
     plan_export,
     target_path,
 )
-from subscriber.store.changes import new_change_set
 from subscriber.store.delta import DeltaStore
 from subscriber.store.rows import BinaryInfo, StoredNode, node_row
-from tests.subscriber.packages import add, delete, file_node, node
+from tests.blobstore.reading import read_blob
+from tests.subscriber.packages import add, delete, file_node, new_change_set, node
 
 Props = dict[str, tuple[str, bool, list[str]]]
 MODIFIED = "2024-05-01T12:00:00.123+00:00"  # canonical stored form of a date
@@ -404,7 +404,7 @@ def test_exported_tree_reads_back_through_the_publisher_directory_source(
         assert row[4] == original.properties, original.path
         data = {k: v[4] for k, v in row[5].items()}
         expected = {
-            k: b.data if b.data is not None else blobs.get_bytes(str(b.blob_key))
+            k: b.data if b.data is not None else read_blob(blobs, str(b.blob_key))
             for k, b in original.binaries.items()
         }
         assert data == expected, original.path

@@ -1,8 +1,8 @@
 """Crash test of the subscriber's exactly-once import: every package applied once, in order,
 whatever the crashes.
 
-A subscriber process (tests/subscriber/crash_child.py, i.e. ``python -m subscriber``) imports a
-stream of random packages from a real Kafka package topic (some spilled to a real S3 server)
+A subscriber process (tests/subscriber/integration/crash_child.py, i.e. ``scd subscriber``) imports
+a stream of random packages from a real Kafka package topic (some spilled to a real S3 server)
 into a local Delta store, and is killed with SIGKILL, with its Spark JVM, at random moments
 while it imports, then restarted. At the end the table must equal an independent reference
 model (every package applied once, in order), and the Delta history must show every package
@@ -43,6 +43,7 @@ from runtime.errors import ScdError
 from subscriber.store.delta import DeltaStore
 from subscriber.store.rows import KIND_OFFSET
 from tests import services
+from tests.blobstore.reading import read_blob
 from tests.services import TOPIC_KINDS
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
@@ -408,7 +409,7 @@ def compare_tree(
         for name, data in want.binaries.items():
             info = got.binaries[name]
             key = info.blob_key
-            content = retrying(functools.partial(blobs.get_bytes, key), key) if key else info.data
+            content = retrying(functools.partial(read_blob, blobs, key), key) if key else info.data
             if content != data or info.size != len(data):
                 differ.append(f"{path}: binary {name} differs ({info.size} B vs {len(data)} B)")
     if differ:

@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 
 from subscriber.maintenance import Maintenance, MaintenancePolicy
-from subscriber.store.changes import new_change_set
 from subscriber.store.delta import DeltaStore
 from subscriber.store.rows import StoredNode
 from tests.subscriber.harness import committed_offsets
-from tests.subscriber.packages import add, delete, node
+from tests.subscriber.packages import add, delete, new_change_set, node
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -1,6 +1,6 @@
 """One writer per store on real Spark/Delta, on a local path and on S3 (s3a://):
 
-* two subscriber daemons (``python -m subscriber``) started at once on one store with packages
+* two subscriber daemons (``scd subscriber``) started at once on one store with packages
   waiting: one imports, the other is a standby (log line, /health); SIGKILL of the active one
   in the middle of the import: the standby takes over within 30 s and imports the rest;
 * a zombie: an agent whose lease still looks valid to it (its clock stood still, as in a
@@ -69,7 +69,7 @@ def free_port() -> int:
 
 
 class Daemon:
-    """``python -m subscriber`` in its own process group (its Spark JVM with it)."""
+    """``scd subscriber`` in its own process group (its Spark JVM with it)."""
 
     def __init__(self, name: str, environment: dict[str, str], logs: Path) -> None:
         self.name = name
@@ -77,7 +77,7 @@ class Daemon:
         self.log_path = logs / f"{name}.log"
         with self.log_path.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "subscriber"],
+                [sys.executable, "-m", "scd", "subscriber"],
                 env={**environment, "SCD_SUBSCRIBER_HTTP_PORT": str(self.port)},
                 cwd=REPO_ROOT,
                 stdin=subprocess.DEVNULL,

@@ -10,13 +10,12 @@ from typing import Any
 import pytest
 
 from journal.wire.messages import Status
-from subscriber.store.changes import new_change_set
 from subscriber.store.current_tree import current_nodes_sql
 from subscriber.store.delta import CHECKPOINT_INTERVAL, CHECKPOINT_PROPERTY, DeltaStore
 from subscriber.store.rows import SCHEMA, rows_frame
 from subscriber.writer.errors import WriterDeposed
 from tests.subscriber.harness import committed_offsets, last_checkpoint, stored_paths
-from tests.subscriber.packages import add, delete, node
+from tests.subscriber.packages import add, delete, new_change_set, node
 
 pytestmark = pytest.mark.integration
 

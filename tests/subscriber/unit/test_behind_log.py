@@ -31,6 +31,7 @@ from journal.wire import messages as m
 from subscriber.agent import SubscriberAgent
 from subscriber.settings import SubscriberSettings
 from subscriber.store.memory import MemoryStore
+from tests.journal.retention import expire_now
 from tests.services import KafkaService
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
@@ -93,7 +94,7 @@ def expire_through(env: Env, offset: int) -> None:
 
     def deleted() -> bool:
         if isinstance(env.journal, SqliteJournal):
-            env.journal.expire_now()
+            expire_now(env.journal)
         return env.journal.earliest_offset(env.js.topics.package) > offset
 
     wait_for(deleted, 90, f"retention to delete offsets up to {offset}")
@@ -156,7 +157,7 @@ def test_a_subscriber_restarted_behind_the_log_stops_until_the_gap_is_accepted(
         assert store.node("/after") is None
         assert behind.processed_offset == seen
         # Its real processed offset, so the publisher's queue shows what it misses.
-        assert all(s.offset == seen for s in behind.discovery_message().subscriber_state)
+        assert all(s.offset == seen for s in behind.announcer.message().subscriber_state)
         (error,) = behind_log_errors(caplog)
         assert f"offsets {lost[0]}.." in error
         assert "--accept-gap" in error

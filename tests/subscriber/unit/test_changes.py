@@ -8,8 +8,8 @@ import pytest
 
 from journal.content.rules import ContentRuleError, check_package, is_within
 from journal.wire.messages import ReqType
-from subscriber.store.changes import ChangeSet, Scope, Unit, new_change_set
-from tests.subscriber.packages import add, delete, node
+from subscriber.store.changes import ChangeSet, Scope, Unit
+from tests.subscriber.packages import add, delete, new_change_set, node
 
 
 def tree_after(stored: set[str], changes: ChangeSet, stored_at: int = 0) -> dict[str, int]:

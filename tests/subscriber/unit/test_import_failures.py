@@ -24,6 +24,7 @@ from journal.content.package import (
 )
 from journal.wire import messages as m
 from subscriber.store.memory import MemoryStore
+from tests.blobstore.reading import read_blob
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
 from tests.subscriber.packages import node, package
@@ -166,7 +167,7 @@ def test_a_permanent_failure_is_committed_with_its_batch_and_never_blocks(
 def test_a_missing_blob_is_transient_blocks_and_imports_once_it_appears(local_env: Env) -> None:
     env = local_env
     stuck = env.send(good("stuck", "/s"), blobs=env.blobs)
-    data = env.blobs.get_bytes("packages/stuck")
+    data = read_blob(env.blobs, "packages/stuck")
     env.blobs.delete("packages/stuck")
     after = env.send(good("g1", "/g1"))
     agent = env.memory_agent(retry_initial_s=0.01, retry_max_s=0.02).start()

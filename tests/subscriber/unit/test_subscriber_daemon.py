@@ -27,7 +27,7 @@ def test_waits_for_kafka_and_stops_on_sigterm(tmp_path: Path) -> None:
         "SCD_SUBSCRIBER_STORE_PATH": str(tmp_path / "store"),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "subscriber"], env=env, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "scd", "subscriber"], env=env, stderr=subprocess.PIPE, text=True
     )
     assert proc.stderr is not None
     deadline = time.monotonic() + 60
@@ -43,7 +43,11 @@ def test_waits_for_kafka_and_stops_on_sigterm(tmp_path: Path) -> None:
 def test_bad_setting_is_named() -> None:
     env = {**os.environ, "SCD_SUBSCRIBER_MAX_RETRIES": "many"}
     run = subprocess.run(
-        [sys.executable, "-m", "subscriber"], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "scd", "subscriber"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert run.returncode == 2
     assert "max_retries" in run.stderr.lower()

@@ -78,7 +78,7 @@ def run(command: list[str], env: dict[str, str], cwd: Path) -> subprocess.Comple
 def test_python_m_publisher_names_the_bad_setting_never_a_secret(
     env: dict[str, str], named: str, tmp_path: Path
 ) -> None:
-    done = run([sys.executable, "-m", "publisher"], env, tmp_path)
+    done = run([sys.executable, "-m", "scd", "publisher"], env, tmp_path)
     output = done.stdout + done.stderr
     assert done.returncode == 2, output
     assert named in done.stderr

@@ -1,5 +1,5 @@
 """A sample of the requests the publisher accepts (the generator of
-tests/journal/unit/test_accepted_requests_import.py) committed to a real Delta table and read
+tests/e2e/test_accepted_requests_import.py) committed to a real Delta table and read
 back: every node is there, with its offset and properties."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from journal.content.package import decode_package
 from publisher.distribute.builder import PackageBuilder
 from subscriber.store.delta import DeltaStore
-from tests.journal.unit.test_accepted_requests_import import (
+from tests.e2e.test_accepted_requests_import import (
     build,
     builder,
     requests,

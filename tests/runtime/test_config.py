@@ -9,11 +9,10 @@ from pydantic import ValidationError
 
 from blobstore.settings import BlobStoreSettings
 from journal.settings import JournalSettings
-from publisher import daemon as publisher_daemon
 from publisher.settings import PublisherSettings
 from runtime.config import ScdSettings, config_file
 from runtime.errors import ConfigError
-from subscriber import daemon as subscriber_daemon
+from scd.cli import main as scd_main
 from subscriber.settings import SubscriberSettings
 
 
@@ -131,12 +130,12 @@ def test_daemons_refuse_an_unknown_variable_with_exit_code_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("SCD_SUBSCRIBER_STORE_PTH", "/x")
-    assert subscriber_daemon.main() == 2
+    assert scd_main(["subscriber"]) == 2
     assert "SCD_SUBSCRIBER_STORE_PTH (did you mean SCD_SUBSCRIBER_STORE_PATH?)" in (
         capsys.readouterr().err
     )
     monkeypatch.setenv("SCD_PUBLISHER_PROT", "8080")
-    assert publisher_daemon.main() == 2
+    assert scd_main(["publisher"]) == 2
     assert "SCD_PUBLISHER_PROT (did you mean SCD_PUBLISHER_PORT?)" in capsys.readouterr().err
 
 

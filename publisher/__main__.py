@@ -1,5 +1,0 @@
-import sys
-
-from publisher.daemon import main
-
-sys.exit(main())

@@ -1,5 +1,0 @@
-import sys
-
-from subscriber.daemon import main
-
-sys.exit(main())
