@@ -281,7 +281,7 @@ def expected_digest(state: dict[str, tuple[Node, int, str]]) -> dict[str, Any]:
 def table_digest(spark: Any, location: str) -> dict[str, Any]:
     """Node count and checksum of the current tree of a Delta table in the store's layout
     (path, properties, binaries, offset and package id of the last package that wrote the
-    node), read with the query the README documents."""
+    node), read with the query docs/content-store.md documents."""
     table = spark.sql(current_nodes_sql(quoted(location)))
     # Streamed in path order (Spark orders strings by UTF-8 bytes, i.e. by code point, as
     # Python does), one range of paths at a time: a table of 100,000 nodes need not fit the

@@ -181,7 +181,7 @@ class PublisherAgent:
         if self.signer is None and not self.settings.dev_mode:
             log.warning(
                 "package and command records are sent unsigned: set SCD_PUBLISHER_SIGNING_KEY "
-                "and SCD_PUBLISHER_SIGNING_KEY_ID in production (README: Signed records)"
+                "and SCD_PUBLISHER_SIGNING_KEY_ID in production (docs/security.md)"
             )
         if self.journal_settings.create_topics:
             self._at_startup(lambda: self.journal.create_topics(topic_specs(self.journal_settings)))

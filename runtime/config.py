@@ -144,7 +144,7 @@ def check_environment(model: type[ScdSettings], environ: Mapping[str, str]) -> N
         hints.append(moved[0] if moved else f"{name} (did you mean {close[0]}?)" if close else name)
     raise ConfigError(
         f"unknown setting(s) in the environment: {', '.join(hints)}; "
-        "the settings are listed in the README (Configuration)"
+        "the settings are listed in docs/configuration.md"
     )
 
 

@@ -63,7 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging("INFO" if args.verbose or args.command in DAEMONS else "WARNING")
     if args.command in DAEMONS:
-        enable_stack_dumps()  # `kill -USR1` shows where a daemon waits, as README promises
+        # `kill -USR1` shows where a daemon waits, as docs/operations.md promises.
+        enable_stack_dumps()
     try:
         with config_file(args.config):
             code: int = args.func(args)

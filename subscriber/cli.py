@@ -160,7 +160,8 @@ def register(sub: Any) -> None:
     export.add_argument("target")
     export.set_defaults(func=cmd_export)
     maintain = actions.add_parser(
-        "maintain", help="run every store maintenance step now (README: Store maintenance)"
+        "maintain",
+        help="run every store maintenance step now (docs/operations.md: Store maintenance)",
     )
     maintain.add_argument("--store", default=argparse.SUPPRESS, help="content store path")
     maintain.add_argument(

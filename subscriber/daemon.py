@@ -76,7 +76,7 @@ def run(settings: SubscriberSettings) -> int:
             settings, journal, DeltaStore(spark, settings.store_path), blobs, lease=lease
         )
         # The import loop claims and opens the store once this process holds its writer
-        # lease; until then it is a standby (README: one writer per store).
+        # lease; until then it is a standby (docs/one-writer-per-store.md).
         agent.start()
         stack.callback(agent.stop)  # runs before the journal, blob store and Spark close
         if settings.http_port is not None:

@@ -66,7 +66,7 @@ class SubscriberSettings(ScdSettings):
     skip_store_every: int = Field(default=10, ge=1)
     # Sent statuses and superseded offset rows are purged after this many commits.
     purge_every_commits: int = Field(default=100, ge=1)
-    # Store maintenance in idle time (subscriber/maintenance.py, README "Store maintenance"):
+    # Store maintenance in idle time (subscriber/maintenance.py, docs/operations.md):
     # compaction, VACUUM of files removed longer ago than the retention (what a reader or a
     # copy of the store in progress may still need), deletion of log entries older than the
     # log retention (how far back time travel reaches). Fractions of an hour work (0.1: six
@@ -84,7 +84,7 @@ class SubscriberSettings(ScdSettings):
     # smaller means fewer replaced versions read and kept, larger fewer rewrites of the table
     # (each kept on disk for the retention). subscriber/maintenance.py.
     maintenance_fold_growth: float = Field(default=0.5, gt=0, le=10)
-    # One writer per store (subscriber/writer/lease.py, README "One writer per store"): the
+    # One writer per store (subscriber/writer/lease.py, docs/one-writer-per-store.md): the
     # writer renews its lease every renew_s; a standby takes over once the lease went
     # unrenewed for ttl_s (at most ttl_s + 2 * renew_s after the writer died). A shorter ttl
     # means a faster takeover, and a writer stalled longer than ttl_s - renew_s (a long GC or

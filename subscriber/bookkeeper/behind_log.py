@@ -141,7 +141,7 @@ class LogGaps:
                 "%s: BEHIND_LOG: %s of the package topic were deleted by retention before this "
                 "subscriber imported them; importing stopped. Reseed its store from a healthy "
                 "subscriber's, or restart it with %s to continue from offset %d without them "
-                "(README: lag beyond retention)",
+                "(docs/content-store.md: lag beyond retention)",
                 self.name,
                 gap,
                 ACCEPT_FLAG,

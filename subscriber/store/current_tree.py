@@ -2,8 +2,8 @@
 
 A store table holds node versions and scope rows (subscriber.store.rows): the current tree is the
 versions that no scope of a later offset covers. ``current_nodes_sql`` is that query (the one
-the README documents for Spark users); the store reads with it, and ``fold`` deletes what it
-leaves out.
+docs/content-store.md documents for Spark users); the store reads with it, and ``fold`` deletes what
+it leaves out.
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ content changes and its offset land in one Delta commit:
 * ``meta``: the subscriber instance id, per table location.
 
 An import only ever appends: an update or a delete costs what a new page costs. The current
-tree is the node versions no later scope covers (subscriber.store.current_tree, the query the README
-documents); the store's fold deletes covered versions and their scopes in its idle time.
-A property is ``{type, multi, values}`` with values in canonical text form (long and double
-as decimal text, bool as true/false, date as ISO-8601 UTC); binaries are references into the
+tree is the node versions no later scope covers (subscriber.store.current_tree, the query
+docs/content-store.md documents); the store's fold deletes covered versions and their scopes in its
+idle time. A property is ``{type, multi, values}`` with values in canonical text form (long and
+double as decimal text, bool as true/false, date as ISO-8601 UTC); binaries are references into the
 blob store ``{blob_key, size, sha256, content_type}`` or small inline ``data``.
 """
 

@@ -1,4 +1,5 @@
-"""The README documents the query that gives a store's current tree: it is the store's own."""
+"""docs/content-store.md documents the query that gives a store's current tree: it is the store's
+own."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from subscriber.store.current_tree import current_nodes_sql
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+README = Path(__file__).resolve().parents[3] / "docs" / "content-store.md"
 
 
 def test_the_readme_query_is_the_one_the_store_runs() -> None:
