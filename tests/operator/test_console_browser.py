@@ -5,8 +5,8 @@ page appears on the log and drains; markup and terminal escapes in a path and in
 shown as text; a clear made through the page shrinks a blocked queue; a phone-sized window
 needs no sideways scrolling; 100 subscribers page, filter and sort.
 
-Screenshots land in build/test-artifacts/console (SCD_TEST_ARTIFACTS); docs/console.png is
-the one taken with an error-queue entry on screen.
+Screenshots land in build/test-artifacts/console (SCD_TEST_ARTIFACTS), hostile text included;
+they are test artifacts only (docs/console.png comes from test_console_scene.py).
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def test_console_in_a_browser(embedded: Embedded, browser: Any, artifacts: Path)
     assert page.js("return document.querySelectorAll('main img, main script').length") == 0
     assert "\x1b" not in page.js("return document.body.textContent")
     browser.set_window_size(1366, 1300)
-    page.shot("4-error-queue")  # docs/console.png
+    page.shot("4-error-queue")
     browser.set_window_size(1366, 900)
 
     # Clear the blocking head through the page: edge-b skips it and imports the rest.
