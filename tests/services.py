@@ -494,6 +494,83 @@ def _unpause_and_stop(container: Any) -> None:
     container.stop()
 
 
+# ---------------------------------------------------------------- private native servers
+
+
+def scd_home() -> Path:
+    return Path(os.environ.get("SCD_HOME") or Path.home() / ".scd")
+
+
+@dataclass
+class OwnServer:
+    """A native server of this test's own (its own name, ports and data), which it may freeze
+    (SIGSTOP: connections stay open, nothing answers) without touching the shared ones."""
+
+    name: str
+    pidfile: Path
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        import signal
+
+        pid = int(self.pidfile.read_text().strip())
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+
+@contextmanager
+def own_native_kafka(hint: str) -> Iterator[tuple[KafkaService, OwnServer]]:
+    """A broker of deploy/kafka.sh under its own name and ports, removed afterwards."""
+    name = f"kafka-{unique_name(hint)}"
+    port, controller = _free_port(), _free_port()
+    env = {
+        **os.environ,
+        "SCD_KAFKA_NAME": name,
+        "SCD_KAFKA_PORT": str(port),
+        "SCD_KAFKA_CONTROLLER_PORT": str(controller),
+    }
+    run_deploy("kafka.sh", "start", env=env)
+    try:
+        service = KafkaService(f"127.0.0.1:{port}", origin="native")
+        yield service, OwnServer(name, scd_home() / "run" / f"{name}.pid")
+    finally:
+        _remove_own("kafka.sh", name, env)
+
+
+@contextmanager
+def own_native_s3(hint: str) -> Iterator[tuple[S3Service, OwnServer]]:
+    """An S3 server of deploy/s3.sh under its own name, port and credentials, removed
+    afterwards."""
+    name = f"s3-{unique_name(hint)}"
+    port = _free_port()
+    access_key, secret_key, region = "scdtest", secrets.token_hex(16), "us-east-1"
+    env = {
+        **os.environ,
+        "SCD_S3_NAME": name,
+        "SCD_S3_PORT": str(port),
+        "SCD_S3_ACCESS_KEY": access_key,
+        "SCD_S3_SECRET_KEY": secret_key,
+        "SCD_S3_REGION": region,
+    }
+    run_deploy("s3.sh", "start", env=env)
+    try:
+        service = S3Service(
+            f"http://127.0.0.1:{port}", access_key, secret_key, region, origin="native"
+        )
+        yield service, OwnServer(name, scd_home() / "run" / f"{name}.pid")
+    finally:
+        _remove_own("s3.sh", name, env)
+
+
+def _remove_own(script: str, name: str, env: Mapping[str, str]) -> None:
+    run_deploy(script, "stop", env=env)
+    shutil.rmtree(scd_home() / name, ignore_errors=True)
+    (scd_home() / "logs" / f"{name}.log").unlink(missing_ok=True)
+
+
 # ---------------------------------------------------------------- helpers
 
 
