@@ -425,10 +425,13 @@ cmd_up() {
         fi
         launch_subscriber "$i" "$store"
     done
+    # Up means every subscriber holds a position: a package distributed once this returns
+    # reaches each of them, even while their stores are still opening.
     for ((i = 1; i <= SUBSCRIBERS; i++)); do
         selected "subscriber-$i" || continue
         wait_http "subscriber-$i" "http://127.0.0.1:$(subscriber_port "$i")/health" \
-            "$SUBSCRIBER_START_TIMEOUT_S" || scd_die "subscriber-$i failed to start"
+            "$SUBSCRIBER_START_TIMEOUT_S" '"holdsPosition":true' \
+            || scd_die "subscriber-$i failed to start"
     done
     scd_log "cluster up in $(scd_elapsed "$started")s; publisher http://127.0.0.1:$PUBLISHER_PORT" \
         "(API token: $token_source)"
@@ -454,15 +457,17 @@ ready_of() {
         publisher)
             http_ok "http://127.0.0.1:$PUBLISHER_PORT/ready" && echo yes || echo no ;;
         subscriber-*)
-            local port offset
+            local port offset start
             port="$(subscriber_port "${name#subscriber-}")"
             body="$(curl -s --max-time "$SCD_PROBE_REQUEST_TIMEOUT_S" "http://127.0.0.1:$port/health" 2>/dev/null)" \
                 || { echo no; return; }
             offset="$(sed -n 's/.*"processedOffset":\([-0-9a-z]*\).*/\1/p' <<<"$body")"
+            # Where a new store starts, fixed when the process started (null: not yet).
+            start="$(sed -n 's/.*"startOffset":\([-0-9a-z]*\).*/\1/p' <<<"$body")"
             if http_ok "http://127.0.0.1:$port/ready"; then
-                echo "yes offset=${offset:-?}"
+                echo "yes offset=${offset:-?} start=${start:-?}"
             else
-                echo "no offset=${offset:-?}"
+                echo "no offset=${offset:-?} start=${start:-?}"
             fi ;;
         spark-master)
             http_ok "http://127.0.0.1:$SPARK_UI_PORT/json/" ALIVE && echo yes || echo no ;;

@@ -198,6 +198,51 @@ scd_fetch_jars() {
     mv "$dir.tmp" "$dir"
 }
 
+# scd_find_go MIN_MINOR: prints the path of a go command of version 1.MIN_MINOR or newer: the
+# installed one when recent enough, else the toolchain pinned in deploy/go-toolchain.env,
+# fetched once into $SCD_HOME/go as the Go module golang.org/toolchain and checked against its
+# SHA-256.
+scd_find_go() {
+    local min_minor="$1" version arch module root zip expected
+    if command -v go >/dev/null; then
+        version="$(go env GOVERSION 2>/dev/null || true)"
+        if [[ "$version" =~ ^go1\.([0-9]+) ]] && ((BASH_REMATCH[1] >= min_minor)); then
+            command -v go
+            return 0
+        fi
+    fi
+    case "$(uname -m)" in
+        x86_64) arch=amd64 ;;
+        aarch64 | arm64) arch=arm64 ;;
+        *) scd_die "no Go >= 1.$min_minor installed and no pinned toolchain for $(uname -m)" ;;
+    esac
+    # shellcheck source=deploy/go-toolchain.env
+    source "$SCD_DEPLOY_DIR/go-toolchain.env"
+    expected="GO_TOOLCHAIN_SHA256_$arch"
+    module="golang.org/toolchain@v0.0.1-$GO_TOOLCHAIN_VERSION.linux-$arch"
+    root="$SCD_HOME/go/$module"
+    if [[ ! -x "$root/bin/go" ]]; then
+        command -v curl >/dev/null || scd_die "curl not found (needed to fetch the Go toolchain)"
+        scd_log "no Go >= 1.$min_minor found; fetching $GO_TOOLCHAIN_VERSION from the Go module proxy"
+        mkdir -p "$SCD_HOME/go"
+        zip="$SCD_HOME/go/toolchain.zip"
+        curl -fsSL --retry 3 -o "$zip" \
+            "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-$GO_TOOLCHAIN_VERSION.linux-$arch.zip"
+        echo "${!expected}  $zip" | sha256sum -c --quiet - \
+            || scd_die "checksum mismatch for the downloaded Go toolchain"
+        rm -rf "$root"
+        if command -v unzip >/dev/null; then
+            unzip -q -o "$zip" -d "$SCD_HOME/go"
+        else
+            python3 -m zipfile -e "$zip" "$SCD_HOME/go"
+        fi
+        rm -f "$zip"
+        # Module zips carry no file modes (the go command sets them the same way).
+        chmod +x "$root"/bin/* "$root"/pkg/tool/*/*
+    fi
+    echo "$root/bin/go"
+}
+
 # scd_lock NAME: holds an exclusive lock on fd 9 until the script exits, so that concurrent
 # start/stop calls for one service instance (say, two test runs) take turns. Processes started
 # while holding it must not inherit fd 9 (scd_launch closes it).

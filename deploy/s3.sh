@@ -27,13 +27,6 @@ VERSITYGW_VERSION="v1.7.0"
 VERSITYGW_BIN="$SCD_HOME/bin/versitygw"
 # versitygw v1.7.0 declares `go 1.25.0` in its go.mod.
 GO_MIN_MINOR=25
-# Where no Go >= 1.25 is installed (Debian 12 ships 1.19), the official Go toolchain is fetched
-# as the Go module golang.org/toolchain from the Go module proxy, checked against these hashes.
-GO_BOOTSTRAP_VERSION="go1.26.8"
-declare -A GO_BOOTSTRAP_SHA256=(
-    [amd64]=30c2b1bf7dcc88d3eb0a1364e47ddd9128edb3110a30e8a0ef61cd5856b31de7
-    [arm64]=02b36b6787b3ac767668f630e2998df45a3b1f9ffee08d1bf3ef6487cd658d99
-)
 
 S3_NAME="${SCD_S3_NAME:-s3}"
 S3_INSTANCE_DIR="$SCD_HOME/$S3_NAME"
@@ -50,52 +43,12 @@ S3_START_TIMEOUT_S=30
 # It stops immediately on SIGTERM; 15 s before SIGKILL only guards against a hang.
 S3_STOP_TIMEOUT_S=15
 
-# find_go: prints the path of a go command recent enough to build versitygw, fetching the
-# pinned toolchain into $SCD_HOME/go when the installed one is missing or too old.
-find_go() {
-    local version arch module root zip
-    if command -v go >/dev/null; then
-        version="$(go env GOVERSION 2>/dev/null || true)"
-        if [[ "$version" =~ ^go1\.([0-9]+) ]] && ((BASH_REMATCH[1] >= GO_MIN_MINOR)); then
-            command -v go
-            return 0
-        fi
-    fi
-    case "$(uname -m)" in
-        x86_64) arch=amd64 ;;
-        aarch64 | arm64) arch=arm64 ;;
-        *) scd_die "no Go >= 1.$GO_MIN_MINOR installed and no pinned toolchain for $(uname -m)" ;;
-    esac
-    module="golang.org/toolchain@v0.0.1-$GO_BOOTSTRAP_VERSION.linux-$arch"
-    root="$SCD_HOME/go/$module"
-    if [[ ! -x "$root/bin/go" ]]; then
-        command -v curl >/dev/null || scd_die "curl not found (needed to fetch the Go toolchain)"
-        scd_log "no Go >= 1.$GO_MIN_MINOR found; fetching $GO_BOOTSTRAP_VERSION from the Go module proxy"
-        mkdir -p "$SCD_HOME/go"
-        zip="$SCD_HOME/go/toolchain.zip"
-        curl -fsSL --retry 3 -o "$zip" \
-            "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-$GO_BOOTSTRAP_VERSION.linux-$arch.zip"
-        echo "${GO_BOOTSTRAP_SHA256[$arch]}  $zip" | sha256sum -c --quiet - \
-            || scd_die "checksum mismatch for the downloaded Go toolchain"
-        rm -rf "$root"
-        if command -v unzip >/dev/null; then
-            unzip -q -o "$zip" -d "$SCD_HOME/go"
-        else
-            python3 -m zipfile -e "$zip" "$SCD_HOME/go"
-        fi
-        rm -f "$zip"
-        # Module zips carry no file modes (the go command sets them the same way).
-        chmod +x "$root"/bin/* "$root"/pkg/tool/*/*
-    fi
-    echo "$root/bin/go"
-}
-
 cmd_install() {
     local marker="$SCD_HOME/bin/.versitygw.version" started go_cmd
     if [[ -x "$VERSITYGW_BIN" && -f "$marker" && "$(<"$marker")" == "$VERSITYGW_VERSION" ]]; then
         return 0
     fi
-    go_cmd="$(find_go)"
+    go_cmd="$(scd_find_go "$GO_MIN_MINOR")"
     started="$(scd_now)"
     scd_log "building versitygw $VERSITYGW_VERSION into $SCD_HOME/bin with $go_cmd" \
         "(the first build takes minutes)"

@@ -4,8 +4,9 @@
 # Creates .venv with Python 3.11 when missing, installs the project with its test extras
 # (again only when pyproject.toml changed), then runs pytest from the repository root.
 # Integration tests get Kafka and S3 from tests/conftest.py: the servers named by the
-# SCD_TEST_* variables (see deploy/services.sh env), else testcontainers when Docker answers,
-# else the native servers of deploy/, started for the run.
+# SCD_TEST_* variables (see deploy/services.sh env), else testcontainers when Docker answers and
+# holds the images deploy/images builds (nothing is pulled), else the native servers of deploy/,
+# started for the run.
 #
 # The exit code is pytest's, except "no tests collected" (5), which is reported as a failure (1).
 set -euo pipefail

@@ -29,6 +29,7 @@ from journal.wire.signing import signer_from_settings
 from publisher.bad_records import BadRecords
 from publisher.clear import Clearer
 from publisher.discovery import DiscoveryView
+from publisher.distribute.blob_deadline import DeadlineBlobStore
 from publisher.distribute.builder import PackageBuilder
 from publisher.distribute.cleanup import BlobCleanup, CleanupResult
 from publisher.distribute.content_source import DirectoryContentSource
@@ -90,14 +91,21 @@ class PublisherAgent:
         topics = journal_settings.topics
         self.topics = topics
         source = DirectoryContentSource(settings.content_root) if settings.content_root else None
+        # What a distribute request asks of the blob store answers within a deadline
+        # (publisher/distribute/blob_deadline.py): a frozen S3 server fails the request, never hangs
+        # it.
+        self.request_blobs = DeadlineBlobStore(blobs, settings.blob_timeout_s)
         self.builder = PackageBuilder(
-            blobs,
+            self.request_blobs,
             source,
             binary_threshold_bytes=settings.binary_threshold_bytes,
             max_package_bytes=settings.max_package_bytes,
         )
         self.spill = PackageSpill(
-            blobs, settings.package_key_prefix, settings.inline_package_limit_bytes
+            self.request_blobs,
+            settings.package_key_prefix,
+            settings.inline_package_limit_bytes,
+            stamp_blobs=self.request_blobs.within(settings.stamp_timeout_s),
         )
         # Loaded here so that an unreadable key stops the start (ConfigError naming the
         # setting); None: records go unsigned (warned about at start outside dev mode).
@@ -235,6 +243,7 @@ class PublisherAgent:
         for thread in stoppers:
             thread.join(STOP_TIMEOUT_S)
         self.supervisor.join(STOP_TIMEOUT_S)
+        self.request_blobs.close()
         self._started = False
         log.info("publisher agent %s stopped", self.settings.agent_name)
 

@@ -34,6 +34,14 @@ DEFAULT_MAX_PACKAGE_BYTES = 64 * MIB
 # A request body carries binaries as base64 (4/3 of their size) or multipart parts; a body
 # beyond this is refused before it is parsed. 96 MiB lets a maximal package through as base64.
 DEFAULT_MAX_REQUEST_BYTES = 96 * MIB
+# Longest wait of a distribute request for one blob store call (storing a binary or the
+# spilled package): a healthy S3 server stores a 64 MiB package in seconds, and one that stops
+# answering fails the request after this (503) instead of after botocore's attempts x read
+# timeout (90 s and more).
+DEFAULT_BLOB_TIMEOUT_S = 30.0
+# Longest wait for the offset stamp of a spilled package once it is on the log: the answer does
+# not depend on it (a stamp not done is the cleanup's), and a healthy server stamps in ms.
+DEFAULT_STAMP_TIMEOUT_S = 5.0
 # Sling: a subscriber is alive while it announced itself within 30 s (it announces every 10 s,
 # so two lost announcements are tolerated).
 DEFAULT_DISCOVERY_TTL_S = 30.0
@@ -130,6 +138,16 @@ class PublisherSettings(ScdSettings):
     )
     binary_threshold_bytes: int = Field(default=DEFAULT_BINARY_THRESHOLD_BYTES, ge=0)
     inline_package_limit_bytes: int = Field(default=DEFAULT_INLINE_PACKAGE_LIMIT_BYTES, ge=1)
+    blob_timeout_s: float = Field(
+        default=DEFAULT_BLOB_TIMEOUT_S,
+        gt=0,
+        description="Longest wait of a distribute request for one blob store call.",
+    )
+    stamp_timeout_s: float = Field(
+        default=DEFAULT_STAMP_TIMEOUT_S,
+        gt=0,
+        description="Longest wait for a spilled package's offset stamp before answering.",
+    )
     max_package_bytes: int = Field(default=DEFAULT_MAX_PACKAGE_BYTES, ge=1)
     max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, ge=1024)
     package_key_prefix: str = Field(default="packages", pattern=r"^[a-z0-9][a-z0-9_.-]*$")

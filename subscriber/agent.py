@@ -55,9 +55,12 @@ class SubscriberAgent:
         *,
         invalidate: InvalidateHook | None = None,
         lease: WriterLease | None = None,
+        start_offset: int | None = None,
     ) -> None:
         """``store``: the product's is ``DeltaStore(spark, settings.store_path)``; ``lease``:
-        the store's writer lease (subscriber.writer.role; None: the only writer, unchecked)."""
+        the store's writer lease (subscriber.writer.role; None: the only writer, unchecked);
+        ``start_offset``: where a new store starts, fixed when the process started
+        (subscriber.bookkeeper.behind_log.reset_position; None: resolved when the store opens)."""
         self.settings = settings
         self.journal = journal
         self.blobs = blobs
@@ -115,7 +118,7 @@ class SubscriberAgent:
             FailureReporter(self.name, lambda: self.instance_id, status, self.announcer.now.set),
             self.metrics,
             self.readiness,
-            LogGaps(settings, journal, self.store, self.metrics),
+            LogGaps(settings, journal, self.store, self.metrics, start_offset),
             self.role,
             self._stop,
             invalidate,
@@ -211,6 +214,13 @@ class SubscriberAgent:
         """Packages on the log after the processed offset (as of the last announcement)."""
         return self.announcer.lag
 
+    @property
+    def holds_position(self) -> bool:
+        """True once every package distributed from now on will be imported: a new store's
+        start was fixed (at process start, by the daemon) or the store is open at its offset.
+        A store that already holds an offset resumes from it, before that start."""
+        return self.loop.gaps.start_offset is not None or self.loop.opened
+
     def health(self) -> Health:
         return Health(
             agent=self.name,
@@ -218,12 +228,16 @@ class SubscriberAgent:
             processed_offset=self.processed_offset if self.processed_offset >= 0 else None,
             state=self.state,
             role=self.role.describe(),
+            holds_position=self.holds_position,
+            start_offset=self.loop.gaps.start_offset,
         )
 
     def ready(self) -> tuple[bool, str]:
-        """Readiness (subscriber.readiness), False while a background thread is down or the
-        subscriber is behind the log (whatever readiness said before: its content misses
-        packages it will not import)."""
+        """Readiness (subscriber.readiness), False while a background thread is down, the
+        subscriber holds no position yet, or it is behind the log (whatever readiness said
+        before: its content misses packages it will not import)."""
+        if not self.holds_position:
+            return False, "no position yet: where a new store starts is not fixed"
         if not self.role.active:  # serves nothing: the active process imports
             return False, self.role.describe()
         behind = self.loop.gaps.reason()

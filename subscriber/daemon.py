@@ -18,6 +18,7 @@ from journal.factory import open_journal
 from journal.topics import topic_specs
 from runtime.errors import ScdError
 from subscriber.agent import SubscriberAgent
+from subscriber.bookkeeper.behind_log import reset_position
 from subscriber.http import HealthServer
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
@@ -61,6 +62,21 @@ def run(settings: SubscriberSettings) -> int:
             lambda: journal.create_topics(topic_specs(settings.journal)), "the journal", stop
         ):
             return 0
+        # Where a new store starts is fixed now, before Spark and the store open (tens of
+        # seconds): a package distributed meanwhile is imported, not skipped
+        # (subscriber.bookkeeper.behind_log).
+        start: list[int] = []
+        if not _wait_for(
+            lambda: start.append(reset_position(journal, settings)), "the journal", stop
+        ):
+            return 0
+        log.info(
+            "subscriber %s: a new store starts at offset %d (reset=%s); a store holding an "
+            "offset resumes from it",
+            settings.agent_name,
+            start[0],
+            settings.reset,
+        )
         spark = spark_session(settings, f"scd-subscriber-{settings.agent_name}")
         stack.callback(spark.stop)
         blobs = None
@@ -73,7 +89,12 @@ def run(settings: SubscriberSettings) -> int:
             settings.writer_lease_renew_s,
         )
         agent = SubscriberAgent(
-            settings, journal, DeltaStore(spark, settings.store_path), blobs, lease=lease
+            settings,
+            journal,
+            DeltaStore(spark, settings.store_path),
+            blobs,
+            lease=lease,
+            start_offset=start[0],
         )
         # The import loop claims and opens the store once this process holds its writer
         # lease; until then it is a standby (docs/one-writer-per-store.md).

@@ -1,9 +1,14 @@
 """The subscriber daemon's small HTTP endpoint: liveness, readiness and Prometheus metrics.
 
-* ``GET /health``: 200 with the agent name, instance id, processed offset, state and writer
-  role while the process serves (liveness);
+* ``GET /health``: 200 with the agent name, instance id, processed offset, state, writer
+  role and ``holdsPosition`` while the process serves (liveness);
 * ``GET /ready``: 200 once the subscriber is ready (subscriber.readiness), else 503; both
   with the reason, so an operator sees what it waits for;
+
+``holdsPosition`` true means every package distributed from now on reaches this subscriber:
+where a new store starts (``startOffset``) was fixed when the process started, and a store
+that holds an offset resumes from it. Launchers (deploy/cluster.sh, compose healthchecks) wait
+for it before they call the cluster up; it turns true before the store has opened.
 * ``GET /metrics``: Prometheus text exposition.
 
 The endpoint knows nothing of the agent: it is given three callables. It runs uvicorn in a
@@ -38,6 +43,9 @@ class Health(BaseModel):
     state: str  # e.g. STARTING, IDLE, RUNNING, BLOCKED, BEHIND_LOG, STANDBY, STOPPING
     # "active (writer epoch N)", or "standby: store X is written by Y (epoch N)"
     role: str = "active"
+    # Every package distributed from now on will be imported (see the module docstring).
+    holds_position: bool = False
+    start_offset: int | None = None  # where a new store starts (reset, fixed at process start)
 
 
 class ReadyAnswer(BaseModel):

@@ -10,7 +10,15 @@ Environment variables (``deploy/services.sh env`` prints them for the native ser
 * ``SCD_TEST_S3_ENDPOINT``, ``SCD_TEST_S3_ACCESS_KEY``, ``SCD_TEST_S3_SECRET_KEY``,
   ``SCD_TEST_S3_REGION`` -- an S3-compatible server;
 * ``SCD_TEST_SERVICES_NATIVE=1`` -- those addresses are the deploy/ scripts' native servers on
-  this machine, so tests may stop and start them through the scripts.
+  this machine, so tests may stop and start them through the scripts;
+* ``SCD_TEST_KAFKA_IMAGE``, ``SCD_TEST_S3_IMAGE`` -- the images of the testcontainers path
+  (default: the ones deploy/ builds on this machine, ``KAFKA_IMAGE`` and ``S3_IMAGE``).
+
+The testcontainers path runs only images already present in the engine: it never pulls (public
+registries are out of reach from the machines scd is built on, and a pull that hangs for
+minutes is worse than the native servers). An engine without those images means the native
+servers, and ``container_fallback`` says why. testcontainers' reaper (Ryuk) is an image from
+Docker Hub too, so it is turned off: every container is stopped by the fixture that started it.
 """
 
 from __future__ import annotations
@@ -88,11 +96,15 @@ CONTAINER_READY_POLL_S = 0.5
 # Each readiness request may take this long before the attempt counts as failed.
 CONTAINER_PROBE_REQUEST_TIMEOUT_S = 5.0
 
-# Images for the testcontainers path. cp-kafka 7.9 is Kafka 3.9, the newest line the
-# testcontainers KafkaContainer (built around Confluent images) is known to start in KRaft mode.
-KAFKA_IMAGE = "confluentinc/cp-kafka:7.9.0"
-MINIO_IMAGE = "minio/minio:RELEASE.2025-04-22T22-12-26Z"
-MINIO_PORT = 9000
+# Images of the testcontainers path, built on this machine by deploy/images (no image registry
+# involved), as deploy/docker-compose.yml runs them: the Kafka image takes the apache/kafka
+# image's KAFKA_* settings and CLUSTER_ID; the S3 image (versitygw) its root credentials from
+# ROOT_ACCESS_KEY / ROOT_SECRET_KEY and serves on port 9000.
+KAFKA_IMAGE = "scd-kafka:local"
+S3_IMAGE = "scd-s3:local"
+S3_CONTAINER_PORT = 9000
+# The broker's controller listener inside its container (the client port is chosen per run).
+KAFKA_CONTROLLER_PORT = 9093
 
 # The broker settings of deploy/kafka.sh that tests depend on, for the Kafka container.
 KAFKA_CONTAINER_ENV = {
@@ -146,7 +158,7 @@ def native_defaults(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 @functools.cache
 def docker_available() -> bool:
-    """True when a Docker engine answers (then testcontainers provides the services)."""
+    """True when a Docker engine answers."""
     try:
         import docker
 
@@ -154,6 +166,64 @@ def docker_available() -> bool:
     except Exception:
         return False
     return True
+
+
+def kafka_image() -> str:
+    return os.environ.get("SCD_TEST_KAFKA_IMAGE") or KAFKA_IMAGE
+
+
+def s3_image() -> str:
+    return os.environ.get("SCD_TEST_S3_IMAGE") or S3_IMAGE
+
+
+def image_present(image: str) -> bool:
+    """True when the engine holds ``image`` already (asked locally: nothing is pulled)."""
+    try:
+        import docker
+        from docker.errors import ImageNotFound
+
+        client = docker.from_env(timeout=DOCKER_PING_TIMEOUT_S)
+        try:
+            client.images.get(image)
+        except ImageNotFound:
+            return False
+    except Exception:
+        return False
+    return True
+
+
+def container_fallback(image: str) -> str | None:
+    """Why the testcontainers path cannot run ``image`` here (None: it can)."""
+    if not docker_available():
+        return "no Docker engine answers"
+    if not image_present(image):
+        return (
+            f"image {image} is not in the local engine (built by deploy/; "
+            "nothing is pulled from a registry)"
+        )
+    return None
+
+
+def _no_reaper() -> None:
+    """Turn off testcontainers' reaper container, whose image would come from Docker Hub."""
+    from testcontainers.core.config import testcontainers_config
+
+    testcontainers_config.ryuk_disabled = True
+
+
+def _publish_on_loopback(container: Any, container_port: int, host_port: int) -> None:
+    """Publish ``container_port`` on 127.0.0.1:``host_port`` only (testcontainers' own
+    with_bind_ports publishes on every address; docker-py takes an (address, port) pair)."""
+    container.ports[f"{container_port}/tcp"] = ("127.0.0.1", host_port)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _wait_until(ready: Callable[[], None], what: str) -> None:
@@ -238,8 +308,8 @@ def provide_kafka() -> Iterator[KafkaService]:
             )
         else:
             yield KafkaService(bootstrap, origin="env")
-    elif docker_available():
-        with _kafka_container() as service:
+    elif container_fallback(kafka_image()) is None:
+        with kafka_container(kafka_image()) as service:
             yield service
     else:
         with _native_kafka() as service:
@@ -247,15 +317,36 @@ def provide_kafka() -> Iterator[KafkaService]:
 
 
 @contextmanager
-def _kafka_container() -> Iterator[KafkaService]:
-    from testcontainers.community.kafka import KafkaContainer
+def kafka_container(image: str) -> Iterator[KafkaService]:
+    """A single-node KRaft broker in a container of ``image`` (present locally), its client
+    port published on 127.0.0.1 under the same number, which is what it advertises."""
+    from testcontainers.core.container import DockerContainer
 
-    container: Any = KafkaContainer(KAFKA_IMAGE).with_kraft()
-    for name, value in KAFKA_CONTAINER_ENV.items():
+    _no_reaper()
+    port = _free_port()
+    env = {
+        "CLUSTER_ID": secrets.token_urlsafe(16)[:22],
+        "KAFKA_NODE_ID": "1",
+        "KAFKA_PROCESS_ROLES": "broker,controller",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": f"1@localhost:{KAFKA_CONTROLLER_PORT}",
+        "KAFKA_LISTENERS": f"PLAINTEXT://:{port},CONTROLLER://:{KAFKA_CONTROLLER_PORT}",
+        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{port}",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "KAFKA_INTER_BROKER_LISTENER_NAME": "PLAINTEXT",
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+        "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR": "1",
+        "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR": "1",
+        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+        **KAFKA_CONTAINER_ENV,
+    }
+    container: Any = DockerContainer(image)
+    _publish_on_loopback(container, port, port)
+    for name, value in env.items():
         container.with_env(name, value)
     container.start()
     try:
-        bootstrap: str = container.get_bootstrap_server()
+        bootstrap = f"127.0.0.1:{port}"
         _wait_until(lambda: _kafka_answers(bootstrap), f"Kafka container at {bootstrap}")
 
         # A paused container keeps its sockets open but answers nothing: to a client that is
@@ -328,8 +419,8 @@ def provide_s3() -> Iterator[S3Service]:
             )
         else:
             yield S3Service(endpoint, access_key, secret_key, region, origin="env")
-    elif docker_available():
-        with _minio_container() as service:
+    elif container_fallback(s3_image()) is None:
+        with s3_container(s3_image()) as service:
             yield service
     else:
         with _native_s3() as service:
@@ -337,37 +428,31 @@ def provide_s3() -> Iterator[S3Service]:
 
 
 @contextmanager
-def _minio_container() -> Iterator[S3Service]:
-    # A plain container rather than testcontainers' MinioContainer, which needs the `minio`
-    # client package.
+def s3_container(image: str) -> Iterator[S3Service]:
+    """An S3 server in a container of ``image`` (present locally), published on 127.0.0.1."""
     from testcontainers.core.container import DockerContainer
 
-    access_key, secret_key, region = "scdadmin", "scdadmin-secret", "us-east-1"
-    container: Any = (
-        DockerContainer(MINIO_IMAGE)
-        .with_env("MINIO_ROOT_USER", access_key)
-        .with_env("MINIO_ROOT_PASSWORD", secret_key)
-        .with_env("MINIO_REGION", region)
-        .with_exposed_ports(MINIO_PORT)
-        .with_command(f"server /data --address :{MINIO_PORT}")
-    )
+    _no_reaper()
+    access_key, secret_key, region = "scdadmin", secrets.token_hex(16), "us-east-1"
+    port = _free_port()
+    container: Any = DockerContainer(image)
+    container.with_env("ROOT_ACCESS_KEY", access_key).with_env("ROOT_SECRET_KEY", secret_key)
+    _publish_on_loopback(container, S3_CONTAINER_PORT, port)
     container.start()
     try:
-        endpoint = (
-            f"http://{container.get_container_host_ip()}:{container.get_exposed_port(MINIO_PORT)}"
-        )
+        endpoint = f"http://127.0.0.1:{port}"
 
         def answers() -> None:
             _s3_answers(endpoint, access_key, secret_key, region)
 
-        _wait_until(answers, f"MinIO container at {endpoint}")
+        _wait_until(answers, f"S3 container at {endpoint}")
 
         def stop() -> None:
             container.get_wrapped_container().pause()
 
         def start() -> None:
             container.get_wrapped_container().unpause()
-            _wait_until(answers, f"MinIO container at {endpoint}")
+            _wait_until(answers, f"S3 container at {endpoint}")
 
         yield S3Service(
             endpoint,
@@ -407,6 +492,83 @@ def _unpause_and_stop(container: Any) -> None:
     if wrapped.status == "paused":  # a paused container cannot be stopped
         wrapped.unpause()
     container.stop()
+
+
+# ---------------------------------------------------------------- private native servers
+
+
+def scd_home() -> Path:
+    return Path(os.environ.get("SCD_HOME") or Path.home() / ".scd")
+
+
+@dataclass
+class OwnServer:
+    """A native server of this test's own (its own name, ports and data), which it may freeze
+    (SIGSTOP: connections stay open, nothing answers) without touching the shared ones."""
+
+    name: str
+    pidfile: Path
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        import signal
+
+        pid = int(self.pidfile.read_text().strip())
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+
+@contextmanager
+def own_native_kafka(hint: str) -> Iterator[tuple[KafkaService, OwnServer]]:
+    """A broker of deploy/kafka.sh under its own name and ports, removed afterwards."""
+    name = f"kafka-{unique_name(hint)}"
+    port, controller = _free_port(), _free_port()
+    env = {
+        **os.environ,
+        "SCD_KAFKA_NAME": name,
+        "SCD_KAFKA_PORT": str(port),
+        "SCD_KAFKA_CONTROLLER_PORT": str(controller),
+    }
+    run_deploy("kafka.sh", "start", env=env)
+    try:
+        service = KafkaService(f"127.0.0.1:{port}", origin="native")
+        yield service, OwnServer(name, scd_home() / "run" / f"{name}.pid")
+    finally:
+        _remove_own("kafka.sh", name, env)
+
+
+@contextmanager
+def own_native_s3(hint: str) -> Iterator[tuple[S3Service, OwnServer]]:
+    """An S3 server of deploy/s3.sh under its own name, port and credentials, removed
+    afterwards."""
+    name = f"s3-{unique_name(hint)}"
+    port = _free_port()
+    access_key, secret_key, region = "scdtest", secrets.token_hex(16), "us-east-1"
+    env = {
+        **os.environ,
+        "SCD_S3_NAME": name,
+        "SCD_S3_PORT": str(port),
+        "SCD_S3_ACCESS_KEY": access_key,
+        "SCD_S3_SECRET_KEY": secret_key,
+        "SCD_S3_REGION": region,
+    }
+    run_deploy("s3.sh", "start", env=env)
+    try:
+        service = S3Service(
+            f"http://127.0.0.1:{port}", access_key, secret_key, region, origin="native"
+        )
+        yield service, OwnServer(name, scd_home() / "run" / f"{name}.pid")
+    finally:
+        _remove_own("s3.sh", name, env)
+
+
+def _remove_own(script: str, name: str, env: Mapping[str, str]) -> None:
+    run_deploy(script, "stop", env=env)
+    shutil.rmtree(scd_home() / name, ignore_errors=True)
+    (scd_home() / "logs" / f"{name}.log").unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- helpers

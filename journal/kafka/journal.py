@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from confluent_kafka import (
@@ -65,6 +66,13 @@ QUEUE_FULL_WAIT_S = 30.0
 MAX_SEGMENT_MS = 7 * 24 * 3600 * 1000
 # Flush step while waiting for one acknowledgement: bounds how late a timeout is noticed.
 ACK_POLL_S = 0.05
+# Errors of a describe that mean the broker did not answer (not a refusal).
+UNREACHABLE_CODES = frozenset(
+    {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
+)
+# Beyond send_timeout_s, how long a synchronous send waits for librdkafka's own timeout
+# report: delivery-report latency only.
+ACK_MARGIN_S = 1.0
 
 
 class KafkaJournal(Journal):
@@ -185,28 +193,60 @@ class KafkaJournal(Journal):
             self._partitions[topic] = count
         return count
 
-    def max_message_bytes(self, topic: str) -> int:
+    def max_message_bytes(self, topic: str, timeout_s: float | None = None) -> int:
         limit = self._limits.get(topic)
         if limit is None:
-            limit = self._describe_limit(topic)
-            self._limits[topic] = limit
+            limit = self._describe_limit(topic, timeout_s)
         return limit
 
-    def _describe_limit(self, topic: str) -> int:
-        """A topic created elsewhere: its broker limit, capped by the producer's."""
+    def _describe_limit(self, topic: str, timeout_s: float | None = None) -> int:
+        """A topic created elsewhere: its broker limit, capped by the producer's (cached).
+        JournalUnavailable when the broker does not answer within ``timeout_s`` (a send would
+        not get through either); the producer's limit when it refuses to say (say, no
+        DescribeConfigs permission)."""
+        timeout = self.request_timeout_s if timeout_s is None else max(0.001, timeout_s)
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
         try:
-            configs = self.admin.describe_configs(
-                [resource], request_timeout=self.request_timeout_s
-            )
-            entries = configs[resource].result(timeout=self.request_timeout_s)
+            configs = self.admin.describe_configs([resource], request_timeout=timeout)
+            entries = configs[resource].result(timeout=timeout)
             broker_limit = int(entries["max.message.bytes"].value) - RECORD_OVERHEAD_BYTES
+        except FutureTimeout:
+            raise JournalUnavailable(
+                f"Kafka at {self.bootstrap_servers} did not describe topic {topic} within "
+                f"{timeout:.1f} s"
+            ) from None
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() in UNREACHABLE_CODES:
+                raise journal_error(error, f"describe topic {topic}", self._where) from exc
+            log.warning("could not read max.message.bytes of %s (%s); using default", topic, exc)
+            limit = self.default_max_message_bytes
         except Exception as exc:
             log.warning("could not read max.message.bytes of %s (%s); using default", topic, exc)
-            return self.default_max_message_bytes
-        return min(broker_limit, self.default_max_message_bytes)
+            limit = self.default_max_message_bytes
+        else:
+            limit = min(broker_limit, self.default_max_message_bytes)
+        self._limits[topic] = limit
+        return limit
 
     # ------------------------------------------------------------------ sending
+    def send(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> int:
+        """Send one record and wait for its acknowledgement: answers (an offset or
+        JournalUnavailable) within ``send_timeout_s`` of the call plus ACK_MARGIN_S, whatever
+        the broker does (frozen, gone, slow); reading the topic's limit and waiting for room
+        in the local queue come out of that time."""
+        deadline = time.monotonic() + self.send_timeout_s
+        pending = self._send(topic, value, key, headers, deadline)
+        self._wait(pending, deadline + ACK_MARGIN_S)
+        return pending.result()
+
     def send_async(
         self,
         topic: str,
@@ -215,10 +255,25 @@ class KafkaJournal(Journal):
         key: bytes | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> PendingSend:
+        return self._send(topic, value, key, headers, None)
+
+    def _send(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes | None,
+        headers: Mapping[str, str] | None,
+        deadline: float | None,
+    ) -> PendingSend:
+        """produce() the record; with a ``deadline``, the size check and the wait for room in
+        the local queue end by it (JournalUnavailable)."""
+        if topic not in self._limits and deadline is not None:
+            remaining = min(self.request_timeout_s, deadline - time.monotonic())
+            self.max_message_bytes(topic, remaining)
         self.check_size(topic, value, key, headers)
         pending = _KafkaPending()
         producer = self._producer or self.producer
-        deadline = 0.0
+        queue_deadline = deadline
         while True:
             try:
                 # No headers= keyword when there are none: produce() parses it per record.
@@ -232,11 +287,11 @@ class KafkaJournal(Journal):
             except BufferError:
                 # Local queue full: serve delivery reports until there is room.
                 now = time.monotonic()
-                deadline = deadline or now + QUEUE_FULL_WAIT_S
-                if now > deadline:
+                queue_deadline = queue_deadline or now + QUEUE_FULL_WAIT_S
+                if now > queue_deadline:
                     raise JournalUnavailable(
-                        f"Kafka producer queue for {self.bootstrap_servers} stayed full for "
-                        f"{QUEUE_FULL_WAIT_S} s"
+                        f"Kafka producer queue for {self.bootstrap_servers} stayed full: no "
+                        f"room for the record in time (the broker does not take records)"
                     ) from None
                 producer.poll(ACK_POLL_S)
             except KafkaException as exc:
@@ -244,17 +299,18 @@ class KafkaJournal(Journal):
         producer.poll(0)
         return pending
 
-    def _wait(self, pending: PendingSend) -> None:
+    def _wait(self, pending: PendingSend, deadline: float | None = None) -> None:
         producer = self.producer
-        # librdkafka fails the record itself after message.timeout.ms; the extra second only
-        # covers delivery-report latency.
-        deadline = time.monotonic() + self.send_timeout_s + 1.0
+        # librdkafka fails the record itself after message.timeout.ms; the margin only covers
+        # delivery-report latency.
+        if deadline is None:
+            deadline = time.monotonic() + self.send_timeout_s + ACK_MARGIN_S
         while not pending.done:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 pending.error = JournalUnavailable(
                     f"no acknowledgement from Kafka at {self.bootstrap_servers} within "
-                    f"{self.send_timeout_s} s"
+                    f"{self.send_timeout_s} s (the record may still reach the log)"
                 )
                 return
             # flush() sends at once instead of waiting out linger.ms: a synchronous send pays
@@ -264,7 +320,7 @@ class KafkaJournal(Journal):
     def flush(self, timeout_s: float | None = None) -> None:
         if self._producer is None:
             return
-        timeout = self.send_timeout_s + 1.0 if timeout_s is None else timeout_s
+        timeout = self.send_timeout_s + ACK_MARGIN_S if timeout_s is None else timeout_s
         remaining = self._producer.flush(timeout)
         if remaining:
             raise JournalUnavailable(

@@ -22,8 +22,18 @@ PACKAGE_CONTENT_TYPE = "application/vnd.scd.content-package"
 
 
 class PackageSpill:
-    def __init__(self, blobs: BlobStore, prefix: str, inline_limit_bytes: int) -> None:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        prefix: str,
+        inline_limit_bytes: int,
+        *,
+        stamp_blobs: BlobStore | None = None,
+    ) -> None:
+        """``stamp_blobs``: the store the stamps go through (default ``blobs``), say one with
+        a shorter deadline: the package is on the log by then, a lost stamp is the cleanup's."""
         self.blobs = blobs
+        self.stamp_blobs = stamp_blobs or blobs
         self.prefix = prefix.rstrip("/")
         self.inline_limit_bytes = inline_limit_bytes
 
@@ -50,7 +60,7 @@ class PackageSpill:
     def stamp(self, key: str, offset: int) -> bool:
         """Record the package's offset on its blob; False (logged) when the store refused."""
         try:
-            self.blobs.set_metadata(key, {OFFSET_METADATA: str(offset)})
+            self.stamp_blobs.set_metadata(key, {OFFSET_METADATA: str(offset)})
         except BlobStoreError as exc:
             log.warning(
                 "could not stamp package blob %s with offset %d (the cleanup will): %s",

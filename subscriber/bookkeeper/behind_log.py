@@ -19,7 +19,13 @@ It moves past a gap only when told, once: ``--accept-gap`` (``SCD_SUBSCRIBER_ACC
 accepts the gap at the offset where the process starts, and no other: the flag is spent by
 the first record read or the first gap skipped, so a flag left in a configuration never skips
 a gap that opens while the subscriber runs. A new store skips a gap at its start position the
-same way (where it starts is no promise). Every gap skipped is committed to the store with its
+same way (where it starts is no promise).
+
+Where a new store starts is fixed when the process starts (``reset_position``: the log's end
+for ``latest``, its start for ``earliest``), before Spark and the store open, which take tens
+of seconds: a package distributed meanwhile is after that position and is imported. Resolved
+once the store had opened, ``latest`` would skip every package sent while it opened, with
+nothing saying so. Every gap skipped is committed to the store with its
 range as the reason, logged as a warning and counted (``scd_log_gaps_total{action="skipped"}``,
 ``scd_skipped_gap_offsets_total``); a start with the flag set that finds no gap warns that the
 flag should go.
@@ -39,6 +45,16 @@ from subscriber.store.base import Store
 log = logging.getLogger(__name__)
 
 ACCEPT_FLAG = "--accept-gap (SCD_SUBSCRIBER_ACCEPT_GAP)"
+
+
+def reset_position(journal: Journal, settings: SubscriberSettings) -> int:
+    """The offset a new store starts at, as of now: the package topic's end (``latest``: the
+    next offset written) or its start (``earliest``). A store that already holds an offset
+    resumes from it instead."""
+    topic = settings.journal.topics.package
+    if settings.reset == "latest":
+        return journal.latest_offset(topic)
+    return journal.earliest_offset(topic)
 
 
 @dataclass(frozen=True)
@@ -67,8 +83,12 @@ class LogGaps:
         journal: Journal,
         store: Store,
         metrics: SubscriberMetrics,
+        start_offset: int | None = None,
     ) -> None:
+        """``start_offset``: where a new store starts (``reset_position`` at process start);
+        None: resolved when the store opens."""
         self.name = settings.agent_name
+        self.settings = settings
         self.reset = settings.reset
         self.journal = journal
         self.topic = settings.journal.topics.package
@@ -84,20 +104,29 @@ class LogGaps:
         self._warned = False  # that the flag found no gap
         self._next = 0  # the offset the next polled record must have
         self._checked_at = 0.0
+        self.start_offset = start_offset  # a new store's start; read by the health endpoint
+        self._fixed_when = "at process start" if start_offset is not None else "as it opened"
 
     # ------------------------------------------------------------------ the loop's questions
     def start(self, next_offset: int | None) -> int | None:
         """The offset to read from: ``next_offset``, or the earliest one past a gap this start
         may skip (recorded in the store first); None while behind the log. A new store
-        (``next_offset`` None) starts at ``reset`` (latest|earliest), recorded in it."""
+        (``next_offset`` None) starts at ``start_offset`` (``reset`` resolved at process
+        start), recorded in it."""
         if next_offset is None:
-            next_offset = (
-                self.journal.latest_offset(self.topic)
-                if self.reset == "latest"
-                else self.journal.earliest_offset(self.topic)
+            if self.start_offset is None:
+                self.start_offset = reset_position(self.journal, self.settings)
+            next_offset = self.start_offset
+            self.store.record_offset(
+                next_offset - 1, f"new store, reset to {self.reset} {self._fixed_when}"
             )
-            self.store.record_offset(next_offset - 1, f"new store, reset to {self.reset}")
-            log.info("%s: new store starts at offset %d (%s)", self.name, next_offset, self.reset)
+            log.info(
+                "%s: new store starts at offset %d (%s, fixed %s)",
+                self.name,
+                next_offset,
+                self.reset,
+                self._fixed_when,
+            )
             self._new_store = True
         earliest = self.journal.earliest_offset(self.topic)
         self.pending = None

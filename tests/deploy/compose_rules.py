@@ -2,8 +2,11 @@
 
 ``compose_problems`` checks deploy/docker-compose.yml (healthchecks, start ordering, ports,
 image pins, variables that fail fast, and the scd daemons' environment against the settings
-models); ``dockerfile_problems`` checks deploy/Dockerfile. Both return human-readable problems
-(empty when the files are right), so tests can show that a broken copy is caught.
+models): what `docker compose config` cannot know. It takes either the file as loaded here or
+the merged, interpolated result of `docker compose config` (the real thing, where the plugin
+exists). ``dockerfile_problems`` checks deploy/images/Dockerfile's final targets. Both return
+human-readable problems (empty when the files are right), so tests can show that a broken copy
+is caught.
 """
 
 from __future__ import annotations
@@ -30,13 +33,17 @@ from subscriber.spark import spark_config
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPLOY_DIR = REPO_ROOT / "deploy"
 COMPOSE_FILE = DEPLOY_DIR / "docker-compose.yml"
-DOCKERFILE = DEPLOY_DIR / "Dockerfile"
+PUBLIC_OVERRIDE = DEPLOY_DIR / "docker-compose.public.yml"
+DOCKERFILE = DEPLOY_DIR / "images" / "Dockerfile"
 ENV_EXAMPLE = DEPLOY_DIR / ".env.example"
 SPARK_POM = DEPLOY_DIR / "spark" / "pom.xml"
 
 # The local cluster's topology: infrastructure services by name, and at least this many
 # subscribers.
-INFRASTRUCTURE = ("kafka", "minio", "minio-buckets", "spark-master", "spark-worker")
+INFRASTRUCTURE = ("kafka", "s3", "s3-buckets", "spark-master", "spark-worker")
+# The Dockerfile's targets the compose file runs; SCD_TARGET runs the scd command line.
+FINAL_TARGETS = ("scd", "kafka", "s3")
+SCD_TARGET = "scd"
 MIN_SUBSCRIBERS = 3
 # Environment variables whose value is a credential: it must come from the user's .env and
 # stop compose when missing (${VAR:?message}), never be written into the file.
@@ -157,6 +164,13 @@ def compose_problems(
         compose = interpolate(raw, variables)
     except InterpolationError as exc:
         return [*problems, str(exc)]
+    return problems + merged_problems(compose, image_env)
+
+
+def merged_problems(compose: Mapping[str, Any], image_env: Mapping[str, str]) -> list[str]:
+    """What is wrong with an interpolated compose model (say `docker compose config`'s):
+    every rule but those about variables, which only the file itself shows."""
+    problems: list[str] = []
     services: dict[str, Any] = compose.get("services") or {}
     if not services:
         return [*problems, "no services"]
@@ -198,10 +212,30 @@ def environment(service: Mapping[str, Any]) -> dict[str, str]:
     return {str(key): "" if value is None else str(value) for key, value in env.items()}
 
 
+def one_shot(service: Mapping[str, Any]) -> bool:
+    """A service that runs to completion (no healthcheck; others wait for its success)."""
+    check = service.get("healthcheck")
+    return (
+        isinstance(check, dict)
+        and bool(check.get("disable"))
+        and (service.get("restart") in ("no", "on-failure", None))
+    )
+
+
+def _waited_for_completion(name: str, services: Mapping[str, Any]) -> bool:
+    return any(
+        isinstance(dep := other.get("depends_on"), dict)
+        and (dep.get(name) or {}).get("condition") == "service_completed_successfully"
+        for other in services.values()
+    )
+
+
 def _service_problems(
     name: str, service: Mapping[str, Any], services: Mapping[str, Any]
 ) -> list[str]:
-    problems = _healthcheck_problems(name, service) + _dependency_problems(name, service, services)
+    problems = _dependency_problems(name, service, services)
+    if not (one_shot(service) and _waited_for_completion(name, services)):
+        problems += _healthcheck_problems(name, service)
     for port in service.get("ports") or []:
         host_ip = _host_ip(port)
         if host_ip != LOOPBACK:
@@ -235,7 +269,12 @@ def _dependency_problems(
         if dep not in services:
             problems.append(f"{name}: depends on '{dep}', which is not a service")
         condition = (spec or {}).get("condition")
-        if condition != "service_healthy":
+        expected = (
+            "service_completed_successfully"
+            if one_shot(services.get(dep) or {})
+            else "service_healthy"
+        )
+        if condition != expected:
             problems.append(f"{name}: depends on '{dep}' with condition {condition!r}")
     return problems
 
@@ -381,11 +420,22 @@ def _assignments(args: str, build_args: Mapping[str, str]) -> dict[str, str]:
     return {name: _expand(value, build_args) for name, _, value in pairs}
 
 
-def dockerfile_final_env(text: str) -> dict[str, str]:
-    """The ENV of the image's final stage, build arguments expanded."""
+def _chain(stages: list[_Stage], target: str) -> list[_Stage]:
+    """The stages a target builds on, base first, ending with the target's own."""
+    by_alias = {stage.alias: stage for stage in stages if stage.alias}
+    chain: list[_Stage] = []
+    stage = by_alias.get(target)
+    while stage is not None and stage not in chain:
+        chain.insert(0, stage)
+        stage = by_alias.get(stage.base)
+    return chain
+
+
+def dockerfile_final_env(text: str, target: str = SCD_TARGET) -> dict[str, str]:
+    """The ENV of a target's image (inherited from the stages it builds on), build arguments
+    expanded."""
     env: dict[str, str] = {}
-    for stage in _stages(text):
-        env = {}
+    for stage in _chain(_stages(text), target):
         for keyword, args in stage.instructions:
             if keyword == "ENV":
                 env.update(_assignments(args, {**stage.args, **env}))
@@ -418,6 +468,24 @@ def _stages(text: str) -> list[_Stage]:
     return stages
 
 
+def _target_problems(stages: list[_Stage], target: str) -> list[str]:
+    chain = _chain(stages, target)
+    if not chain:
+        return [f"no stage '{target}'"]
+    problems: list[str] = []
+    final = [instruction for stage in chain for instruction in stage.instructions]
+    users = [args for keyword, args in final if keyword == "USER"]
+    if not users or users[-1].split(":")[0] in ("root", "0"):
+        problems.append(f"the {target} image runs as root (no USER in its stages)")
+    checks = [args for keyword, args in final if keyword == "HEALTHCHECK"]
+    if not checks or checks[-1].upper().startswith("NONE"):
+        problems.append(f"no HEALTHCHECK in the {target} image")
+    commands = [args for keyword, args in final if keyword == "CMD"]
+    if target == SCD_TARGET and (not commands or not commands[-1].startswith('["scd",')):
+        problems.append("the scd image's CMD does not run the scd command line")
+    return problems
+
+
 def dockerfile_problems(text: str) -> list[str]:
     problems: list[str] = []
     stages = _stages(text)
@@ -429,16 +497,8 @@ def dockerfile_problems(text: str) -> list[str]:
             problems.append(f"base image {stage.base!r} is not pinned to a version")
         if stage.alias:
             aliases.add(stage.alias)
-    final = stages[-1].instructions
-    users = [args for keyword, args in final if keyword == "USER"]
-    if not users or users[-1].split(":")[0] in ("root", "0"):
-        problems.append("the image runs as root (no USER in the final stage)")
-    commands = [args for keyword, args in final if keyword == "CMD"]
-    if not commands or not commands[-1].startswith('["scd",'):
-        problems.append("the image's CMD does not run the scd command line")
-    checks = [args for keyword, args in final if keyword == "HEALTHCHECK"]
-    if not checks or checks[-1].upper().startswith("NONE"):
-        problems.append("no HEALTHCHECK in the final stage")
+    for target in FINAL_TARGETS:
+        problems += _target_problems(stages, target)
     for key in sorted(dockerfile_final_env(text)):
         if key.startswith("SCD_") and key.upper() not in ALL_SETTING_NAMES:
             problems.append(f"ENV {key} is not a setting of scd")

@@ -1,12 +1,16 @@
-"""deploy/docker-compose.yml and deploy/Dockerfile, checked without Docker (rules in
-tests/deploy/compose_rules.py), and with `docker compose config` where the plugin exists.
+"""deploy/docker-compose.yml (both image sets) and deploy/images/Dockerfile.
 
-Broken copies of both files show that each rule can fail.
+Where the compose plugin exists, `docker compose config` parses, merges and interpolates the
+files, and the rules of tests/deploy/compose_rules.py (what compose cannot know: settings
+names against scd's models, start order by health, loopback ports, pins, credentials from the
+.env) run on its output. Without the plugin the rules run on the file as loaded here. Broken
+copies show that each rule can fail.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import re
 import secrets
 import shutil
@@ -28,16 +32,10 @@ USER_VARIABLES = {
 # `docker compose config` parses and interpolates the file; a few seconds at most.
 COMPOSE_CONFIG_TIMEOUT_S = 60
 # The variables come from the test alone, not from a deploy/.env a developer may have.
-COMPOSE_CONFIG = [
-    "docker",
-    "compose",
-    "--env-file",
-    "/dev/null",
-    "-f",
-    str(rules.COMPOSE_FILE),
-    "config",
-    "--quiet",
-]
+COMPOSE_CONFIG = ["docker", "compose", "--env-file", "/dev/null", "-f", str(rules.COMPOSE_FILE)]
+# The image sets of deploy/compose.sh (SCD_COMPOSE_IMAGES): extra compose files of each.
+IMAGE_SETS = {"local": [], "public": ["-f", str(rules.PUBLIC_OVERRIDE)]}
+CLEAN_PATH = {"PATH": "/usr/bin:/bin:/usr/local/bin"}
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +57,68 @@ def test_compose_file_follows_the_rules(raw: dict[str, Any], image_env: dict[str
     assert rules.compose_problems(raw, USER_VARIABLES, image_env) == []
 
 
+def _compose_plugin() -> bool:
+    docker = shutil.which("docker")
+    if docker is None:
+        return False
+    probe = subprocess.run(
+        [docker, "compose", "version"],
+        capture_output=True,
+        timeout=COMPOSE_CONFIG_TIMEOUT_S,
+        check=False,
+    )
+    return probe.returncode == 0
+
+
+needs_compose = pytest.mark.skipif(
+    not _compose_plugin(), reason="the docker compose plugin is not installed"
+)
+
+
+def _compose_config(
+    image_set: str, variables: dict[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*COMPOSE_CONFIG, *IMAGE_SETS[image_set], "config", *args],
+        env={**CLEAN_PATH, **variables},
+        capture_output=True,
+        text=True,
+        timeout=COMPOSE_CONFIG_TIMEOUT_S,
+        check=False,
+    )
+
+
+@needs_compose
+@pytest.mark.parametrize("image_set", sorted(IMAGE_SETS))
+def test_what_compose_makes_of_each_image_set_follows_the_rules(
+    image_set: str, image_env: dict[str, str]
+) -> None:
+    result = _compose_config(image_set, USER_VARIABLES, "--format", "json")
+    assert result.returncode == 0, result.stderr
+    merged = json.loads(result.stdout)
+    assert rules.merged_problems(merged, image_env) == []
+    services = merged["services"]
+    if image_set == "public":
+        assert services["kafka"]["image"].startswith("apache/kafka:")
+        assert "minio/minio:" in services["s3"]["image"]
+        assert "build" not in services["kafka"]
+        assert "build" not in services["s3"]
+        assert services["publisher"]["build"]["args"]["BASE_IMAGE"] == "debian:bookworm-slim"
+    else:
+        built = {name: s["build"]["target"] for name, s in services.items()}
+        assert (built["kafka"], built["s3"], built["publisher"]) == ("kafka", "s3", "scd")
+        assert services["publisher"]["build"]["args"]["BASE_IMAGE"].startswith("scd-base:")
+
+
+@needs_compose
+@pytest.mark.parametrize("image_set", sorted(IMAGE_SETS))
+def test_compose_stops_on_a_missing_secret_with_its_name(image_set: str) -> None:
+    missing = {k: v for k, v in USER_VARIABLES.items() if k != "SCD_COMPOSE_API_TOKEN"}
+    result = _compose_config(image_set, missing, "--quiet")
+    assert result.returncode != 0
+    assert "SCD_COMPOSE_API_TOKEN" in result.stderr
+
+
 def test_dockerfile_follows_the_rules(dockerfile: str) -> None:
     assert rules.dockerfile_problems(dockerfile) == []
 
@@ -67,10 +127,19 @@ def test_the_topology_is_the_one_of_the_design(raw: dict[str, Any]) -> None:
     services = rules.interpolate(raw, USER_VARIABLES)["services"]
     daemons = rules.scd_daemons(services)
     assert sorted(daemons.values()) == ["publisher"] + ["subscriber"] * 3
-    assert services["kafka"]["image"].startswith("apache/kafka:")
-    assert services["spark-master"]["image"].startswith("apache/spark:")
-    assert "minio/minio:" in services["minio"]["image"]
+    assert services["kafka"]["image"] == "scd-kafka:local"
+    assert services["s3"]["image"] == "scd-s3:local"
+    assert services["spark-master"]["image"] == services["subscriber-1"]["image"] == "scd:local"
     assert "KAFKA_PROCESS_ROLES" in rules.environment(services["kafka"])  # KRaft, no ZooKeeper
+
+
+def test_the_images_build_the_versions_of_the_native_scripts(dockerfile: str) -> None:
+    s3_script = (rules.DEPLOY_DIR / "s3.sh").read_text()
+    native = re.search(r'^VERSITYGW_VERSION="([^"]+)"', s3_script, re.MULTILINE)
+    image = re.search(r"^ARG VERSITYGW_VERSION=(\S+)", dockerfile, re.MULTILINE)
+    assert native, "no VERSITYGW_VERSION in deploy/s3.sh"
+    assert image, "no ARG VERSITYGW_VERSION in deploy/images/Dockerfile"
+    assert image.group(1) == native.group(1)
 
 
 @pytest.mark.parametrize(
@@ -166,8 +235,8 @@ BROKEN_COMPOSE: list[tuple[str, Mutation, str]] = [
     ("missing healthcheck", _drop("kafka", "healthcheck"), "kafka: no healthcheck"),
     (
         "disabled healthcheck",
-        _set("minio", "healthcheck", {"disable": True}),
-        "minio: no healthcheck",
+        _set("s3", "healthcheck", {"disable": True}),
+        "s3: no healthcheck",
     ),
     (
         "start order without health",
@@ -178,6 +247,11 @@ BROKEN_COMPOSE: list[tuple[str, Mutation, str]] = [
         "short depends_on",
         _set("publisher", "depends_on", ["kafka"]),
         "publisher: depends_on lists services without condition",
+    ),
+    (
+        "waiting for a one-shot's health instead of its success",
+        _set("publisher", "depends_on", {"s3-buckets": {"condition": "service_healthy"}}),
+        "publisher: depends on 's3-buckets' with condition 'service_healthy'",
     ),
     (
         "dependency on a missing service",
@@ -194,7 +268,7 @@ BROKEN_COMPOSE: list[tuple[str, Mutation, str]] = [
         _set("kafka", "ports", [{"target": 29092, "published": 29092, "host_ip": "0.0.0.0"}]),
         "is published on 0.0.0.0",
     ),
-    ("latest image", _set("minio", "image", "minio/minio:latest"), "not pinned"),
+    ("latest image", _set("s3", "image", "minio/minio:latest"), "not pinned"),
     ("untagged image", _set("spark-master", "image", "apache/spark"), "not pinned"),
     (
         "secret written into the file",
@@ -203,8 +277,8 @@ BROKEN_COMPOSE: list[tuple[str, Mutation, str]] = [
     ),
     (
         "secret with a default",
-        _set_env("minio", "MINIO_ROOT_PASSWORD", "${SCD_COMPOSE_S3_SECRET_KEY:-minioadmin}"),
-        "minio: MINIO_ROOT_PASSWORD is a credential",
+        _set_env("s3", "ROOT_SECRET_KEY", "${SCD_COMPOSE_S3_SECRET_KEY:-minioadmin}"),
+        "s3: ROOT_SECRET_KEY is a credential",
     ),
     (
         "variable that silently becomes empty",
@@ -289,25 +363,31 @@ def test_an_undocumented_variable_is_caught(raw: dict[str, Any], image_env: dict
 BROKEN_DOCKERFILE: list[tuple[str, str, str, str]] = [
     (
         "latest base",
-        "ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm",
-        "ARG PYTHON_IMAGE=python:latest",
-        "base image 'python:latest' is not pinned",
+        "ARG BASE_IMAGE=scd-base:bookworm",
+        "ARG BASE_IMAGE=debian:latest",
+        "base image 'debian:latest' is not pinned",
     ),
     (
         "untagged base",
-        "ARG MAVEN_IMAGE=maven:3.9.11-eclipse-temurin-17",
-        "ARG MAVEN_IMAGE=maven",
-        "base image 'maven' is not pinned",
+        "ARG BASE_IMAGE=scd-base:bookworm",
+        "ARG BASE_IMAGE=debian",
+        "base image 'debian' is not pinned",
     ),
-    ("root user", "USER scd", "USER root", "runs as root"),
-    ("no user", "USER scd\n", "", "runs as root"),
-    ("no healthcheck", "HEALTHCHECK --interval", "# HEALTHCHECK --interval", "no HEALTHCHECK"),
+    ("root user", "USER scd", "USER root", "the scd image runs as root"),
+    ("no user", "USER scd\n", "", "the scd image runs as root"),
+    (
+        "no healthcheck",
+        "HEALTHCHECK --interval",
+        "# HEALTHCHECK --interval",
+        "no HEALTHCHECK in the scd image",
+    ),
     (
         "daemon started as a module",
         'CMD ["scd", "publisher"]',
         'CMD ["python", "-m", "publisher"]',
         "CMD does not run the scd command line",
     ),
+    ("target missing", "AS s3\n", "AS s3server\n", "no stage 's3'"),
     (
         "misspelled setting",
         "SCD_SUBSCRIBER_SPARK_JARS=",
@@ -325,44 +405,3 @@ def test_a_broken_dockerfile_is_caught(dockerfile: str, old: str, new: str, expe
     assert old in dockerfile
     problems = rules.dockerfile_problems(dockerfile.replace(old, new, 1))
     assert any(expected in problem for problem in problems), problems
-
-
-# ---------------------------------------------------------------- docker compose itself
-
-
-def _compose_plugin() -> bool:
-    docker = shutil.which("docker")
-    if docker is None:
-        return False
-    probe = subprocess.run(
-        [docker, "compose", "version"],
-        capture_output=True,
-        timeout=COMPOSE_CONFIG_TIMEOUT_S,
-        check=False,
-    )
-    return probe.returncode == 0
-
-
-def test_docker_compose_accepts_the_file() -> None:
-    if not _compose_plugin():
-        pytest.skip("the docker compose plugin is not installed; the rules above stand in")
-    result = subprocess.run(
-        COMPOSE_CONFIG,
-        env={"PATH": "/usr/bin:/bin:/usr/local/bin", **USER_VARIABLES},
-        capture_output=True,
-        text=True,
-        timeout=COMPOSE_CONFIG_TIMEOUT_S,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    missing = {k: v for k, v in USER_VARIABLES.items() if k != "SCD_COMPOSE_API_TOKEN"}
-    result = subprocess.run(
-        COMPOSE_CONFIG,
-        env={"PATH": "/usr/bin:/bin:/usr/local/bin", **missing},
-        capture_output=True,
-        text=True,
-        timeout=COMPOSE_CONFIG_TIMEOUT_S,
-        check=False,
-    )
-    assert result.returncode != 0
-    assert "SCD_COMPOSE_API_TOKEN" in result.stderr

@@ -48,6 +48,8 @@ def test_health_reports_agent_state(server: HealthServer, agent: FakeAgent) -> N
         "processedOffset": None,
         "state": "RUNNING",
         "role": "active",
+        "holdsPosition": False,
+        "startOffset": None,
     }
     agent.offset = 41
     assert httpx.get(f"{server.url}/health").json()["processedOffset"] == 41

@@ -1,0 +1,208 @@
+"""Driving the compose cluster through a fault: background distribution, a watch on every
+daemon's /health, and the time from the fault's end until each subscriber imports again.
+
+Requests are the end-to-end workload's (tests/e2e/workload.py) with a run id in their metadata,
+so the checks can tell this run's packages from a cluster's earlier ones.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from tests.containers.compose import PUBLISHER, SUBSCRIBERS, ComposeCluster
+from tests.e2e.cluster import Outcome
+from tests.e2e.workload import Request, Workload
+
+RUN_KEY = "compose-run"
+# A distribute request waits for Kafka's acknowledgement (SCD_JOURNAL_SEND_TIMEOUT_S, 30 s by
+# default) and for the blob store; the client gives up well after either would answer.
+CLIENT_TIMEOUT_S = 180.0
+# How often the watch asks every daemon's /health during a fault.
+HEALTH_EVERY_S = 2.0
+# How often recovery is checked: the resolution of the measured times.
+RECOVERY_POLL_S = 0.5
+
+
+@dataclass
+class Distributor:
+    """POST /distribute of workload requests through the publisher's published port."""
+
+    url: str
+    token: str
+    run_id: str
+    workload: Workload
+    outcomes: list[Outcome] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.http = httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=CLIENT_TIMEOUT_S,
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def post(self, seq: int, body: dict[str, Any]) -> Outcome:
+        body = {**body, "metadata": {**body.get("metadata", {}), RUN_KEY: self.run_id}}
+        started = time.monotonic()
+        try:
+            answer = self.http.post("/distribute", json=body)
+        except httpx.HTTPError as exc:
+            outcome = Outcome(seq, None, message=f"{type(exc).__name__}: {exc}")
+        else:
+            if answer.status_code == 200:
+                data = answer.json()
+                outcome = Outcome(seq, 200, int(data["offset"]), bool(data["spilled"]))
+            else:
+                outcome = Outcome(seq, answer.status_code, message=answer.text[:300])
+        outcome.started = started
+        outcome.seconds = time.monotonic() - started
+        with self.lock:
+            self.outcomes.append(outcome)
+        return outcome
+
+    def next_request(self, kind: str | None = None, *, spill: bool | None = None) -> Request:
+        with self.lock:
+            return self.workload.next(kind, spill=spill)
+
+    def distribute(self, kind: str | None = None, *, spill: bool | None = None) -> Outcome:
+        request = self.next_request(kind, spill=spill)
+        return self.post(request.seq, request.body())
+
+    def until_accepted(self, timeout_s: float, kind: str = "add-shallow") -> Outcome:
+        """Distribute small packages until one is accepted (the publisher recovered)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            outcome = self.distribute(kind, spill=False)
+            if outcome.status == 200:
+                return outcome
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no distribute accepted within {timeout_s:.0f} s: {outcome}")
+            time.sleep(RECOVERY_POLL_S)
+
+
+def status_counts(outcomes: list[Outcome]) -> dict[str, int]:
+    counts = Counter("no answer" if o.status is None else str(o.status) for o in outcomes)
+    return dict(sorted(counts.items()))
+
+
+class Load:
+    """Random packages from a few threads, at most ``rate`` requests per second in all, until
+    the block ends."""
+
+    def __init__(self, distributor: Distributor, threads: int = 2, rate: float = 2.0) -> None:
+        self.distributor = distributor
+        self.pause_s = threads / rate
+        self.stop = threading.Event()
+        self.first = len(distributor.outcomes)
+        self.threads = [
+            threading.Thread(target=self._loop, name=f"load-{i}", daemon=True)
+            for i in range(threads)
+        ]
+
+    def _loop(self) -> None:
+        while not self.stop.is_set():
+            self.distributor.distribute()
+            self.stop.wait(self.pause_s)
+
+    def outcomes(self) -> list[Outcome]:
+        with self.distributor.lock:
+            return self.distributor.outcomes[self.first :]
+
+    def __enter__(self) -> Load:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(CLIENT_TIMEOUT_S + 10)
+
+
+@dataclass
+class Probe:
+    at: float
+    service: str
+    answered: bool
+    seconds: float
+
+
+class HealthWatch:
+    """Asks the publisher's and every subscriber's /health every few seconds."""
+
+    def __init__(self, compose: ComposeCluster, services: tuple[str, ...] | None = None) -> None:
+        self.compose = compose
+        self.services = services or (PUBLISHER, *SUBSCRIBERS)
+        self.probes: list[Probe] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="health-watch", daemon=True)
+
+    def _probe(self, service: str) -> None:
+        started = time.monotonic()
+        if service == PUBLISHER:
+            answered = self.compose.publisher_health() is not None
+        else:
+            answered = self.compose.subscriber_health(service) is not None
+        self.probes.append(Probe(started, service, answered, time.monotonic() - started))
+
+    def _loop(self) -> None:
+        while not self.stop.is_set():
+            for service in self.services:
+                self._probe(service)
+            self.stop.wait(HEALTH_EVERY_S)
+
+    def unanswered(self, service: str, start: float, end: float) -> list[Probe]:
+        return [
+            p
+            for p in self.probes
+            if p.service == service and start <= p.at <= end and not p.answered
+        ]
+
+    def asked(self, service: str, start: float, end: float) -> int:
+        return sum(1 for p in self.probes if p.service == service and start <= p.at <= end)
+
+    def __enter__(self) -> HealthWatch:
+        self.thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop.set()
+        self.thread.join(60)
+
+
+def wait_imported(
+    compose: ComposeCluster, offset: int, since: float, timeout_s: float
+) -> dict[str, float]:
+    """Wait until every subscriber processed ``offset``; seconds from ``since`` for each."""
+    reached: dict[str, float] = {}
+    deadline = time.monotonic() + timeout_s
+    while len(reached) < len(SUBSCRIBERS):
+        for service in SUBSCRIBERS:
+            if service in reached:
+                continue
+            processed = compose.processed_offset(service)
+            if processed is not None and processed >= offset:
+                reached[service] = round(time.monotonic() - since, 1)
+        if time.monotonic() > deadline:
+            missing = {s: compose.processed_offset(s) for s in SUBSCRIBERS if s not in reached}
+            logs = "\n".join(compose.logs(s) for s in missing)
+            raise AssertionError(
+                f"not imported offset {offset} within {timeout_s:.0f} s: {missing}\n{logs}"
+            )
+        if len(reached) < len(SUBSCRIBERS):
+            time.sleep(RECOVERY_POLL_S)
+    return reached

@@ -1,0 +1,318 @@
+"""Faults between real hosts: every container has its own network stack, so each fault below
+crosses the engine's bridge network, under a steady background of distribute requests:
+
+* a hang: Kafka paused 40 s, then the S3 server paused 40 s (connections stay open, nothing
+  answers);
+* a partition: one subscriber disconnected from the network for 60 s, then reconnected;
+* a crash: `docker compose kill` of a subscriber in the middle of an import, then `start`;
+  the same for the publisher;
+* a slow link: 200 ms +- 50 ms delay and 2% loss (tc netem) on one subscriber's interface.
+
+For each: every distribute answers within its bound (an answer or an error, never a hang),
+every /health that is not the fault's own keeps answering, no container other than the one
+killed restarts, and the time from the fault's end until each subscriber imports a package
+distributed after it is measured and reported. Afterwards all three stores equal the model
+of the log and their Delta logs import each offset once.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from subscriber.store.delta import DeltaStore
+from tests.containers import checks
+from tests.containers.compose import KAFKA, PUBLISHER, SUBSCRIBERS, ComposeCluster
+from tests.containers.conftest import Report
+from tests.containers.driving import (
+    RUN_KEY,
+    Distributor,
+    HealthWatch,
+    Load,
+    status_counts,
+    wait_imported,
+)
+from tests.e2e.cluster import Outcome
+from tests.e2e.workload import SEQ_KEY, ContentModel, Workload, content_differences, stored_summary
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.containers, pytest.mark.slow]
+
+HANG_S = 40.0
+PARTITION_S = 60.0
+SLOW_LINK_S = 45.0
+NETEM = ["delay", "200ms", "50ms", "loss", "2%"]
+# A publisher waits at most SCD_JOURNAL_SEND_TIMEOUT_S (30 s) for Kafka's acknowledgement and
+# then answers 503; a few seconds more for the request's own work on a loaded machine.
+DISTRIBUTE_BOUND_S = 30.0 + 5.0
+# A killed subscriber starts a new Spark driver and registers with the master: a minute on a
+# busy 2-core machine; everything else recovers in seconds.
+RECOVERY_TIMEOUT_S = 300.0
+ACCEPT_TIMEOUT_S = 120.0
+TEST_TIMEOUT_S = 900
+# Packages distributed at once to catch a subscriber in the middle of an import.
+BURST = 20
+
+
+@dataclass
+class FaultRun:
+    compose: ComposeCluster
+    spark: Any
+    distributor: Distributor
+    reset_offset: int
+    report: Report
+
+
+@pytest.fixture(scope="module")
+def run(compose: ComposeCluster, compose_spark: Any, report: Report) -> Iterator[FaultRun]:
+    ep = compose.endpoints()
+    distributor = Distributor(ep.publisher_url, ep.token, secrets.token_hex(4), Workload(2121))
+    try:
+        # The workload's tree starts empty whatever an earlier run left in the stores.
+        reset = distributor.post(-1, {"action": "DELETE", "deepPaths": ["/content"]})
+        assert reset.status == 200, reset
+        assert reset.offset is not None
+        for _ in range(10):
+            assert distributor.distribute().status == 200
+        yield FaultRun(compose, compose_spark, distributor, reset.offset, report)
+    finally:
+        distributor.close()
+
+
+# ---------------------------------------------------------------- checks
+
+
+def verify(run: FaultRun) -> dict[str, Any]:
+    """Every subscriber caught up with the log; each request of the run on it once, at the
+    offset its answer gave; every store holds the model of the log; each Delta log imports
+    every offset once. Returns what it saw."""
+    compose, ep = run.compose, run.compose.endpoints()
+    started = time.monotonic()
+    last = checks.latest_offset(ep.kafka_bootstrap) - 1
+    wait_imported(compose, last, started, RECOVERY_TIMEOUT_S)
+    packages = [
+        p
+        for p in checks.read_packages(ep.kafka_bootstrap, since=run.reset_offset)
+        if p.metadata.get(RUN_KEY) == run.distributor.run_id and SEQ_KEY in p.metadata
+    ]
+    seqs = [int(p.metadata[SEQ_KEY]) for p in packages]
+    assert len(seqs) == len(set(seqs)), "a request is on the log more than once"
+    on_log = dict(zip(seqs, (p.offset for p in packages), strict=True))
+    for outcome in run.distributor.outcomes:
+        if outcome.status == 200 and outcome.seq >= 0:
+            assert on_log.get(outcome.seq) == outcome.offset, (
+                f"request {outcome.seq} accepted at {outcome.offset}, on the log at "
+                f"{on_log.get(outcome.seq)}"
+            )
+    requests = run.distributor.workload.requests
+    model = ContentModel.of((offset, requests[seq]) for seq, offset in on_log.items())
+    s3 = checks.s3_client(ep)
+    commits = {}
+    for service in SUBSCRIBERS:
+        store = DeltaStore(run.spark, ep.store(service))
+        nodes = {n.path: stored_summary(n) for n in store.nodes("/content")}
+        differences = content_differences(model, nodes)
+        assert not differences, f"{service}'s content differs:\n" + "\n".join(differences)
+        log = checks.delta_commits(s3, ep.content_bucket, service)
+        commits[service] = checks.check_each_offset_once(service, log, last)
+    return {
+        "last_offset": last,
+        "packages_of_run": len(packages),
+        "model_nodes": len(model.tree),
+        "import_commits": commits,
+        "verify_s": round(time.monotonic() - started, 1),
+    }
+
+
+def starts(compose: ComposeCluster) -> dict[str, str]:
+    return {s: compose.container(s).started_at for s in (KAFKA, PUBLISHER, *SUBSCRIBERS)}
+
+
+def check_no_restart(compose: ComposeCluster, before: dict[str, str], *, killed: str = "") -> None:
+    after = starts(compose)
+    restarted = [s for s in before if s != killed and after[s] != before[s]]
+    assert not restarted, f"containers restarted: {restarted}"
+    for service in before:
+        assert compose.container(service).status == "running", f"{service} is not running"
+
+
+def check_answers(outcomes: list[Outcome], start: float, end: float) -> dict[str, Any]:
+    """Requests sent between ``start`` and ``end`` answered within the bound."""
+    during = [o for o in outcomes if start <= o.started <= end]
+    assert during, "no request was sent during the fault"
+    slow = [o for o in during if o.seconds > DISTRIBUTE_BOUND_S]
+    assert not slow, f"distribute took longer than {DISTRIBUTE_BOUND_S} s: {slow[:3]}"
+    return {
+        "requests": status_counts(during),
+        "max_distribute_s": round(max(o.seconds for o in during), 1),
+    }
+
+
+def check_health(watch: HealthWatch, start: float, end: float, skip: tuple[str, ...] = ()) -> None:
+    for service in watch.services:
+        if service in skip:
+            continue
+        assert watch.asked(service, start, end) > 0, f"{service}'s /health was not asked"
+        missed = watch.unanswered(service, start, end)
+        assert not missed, f"{service}'s /health did not answer during the fault: {missed[:3]}"
+
+
+def recovery(run: FaultRun, fault_end: float) -> dict[str, Any]:
+    """From the fault's end: the first request accepted, and each subscriber importing it."""
+    marker = run.distributor.until_accepted(ACCEPT_TIMEOUT_S)
+    assert marker.offset is not None
+    accepted_s = marker.started + marker.seconds - fault_end
+    imported = wait_imported(run.compose, marker.offset, fault_end, RECOVERY_TIMEOUT_S)
+    return {"accepted_after_s": round(accepted_s, 1), "imported_after_s": imported}
+
+
+def say(run: FaultRun, capsys: pytest.CaptureFixture[str], name: str, values: Any) -> None:
+    run.report.say(capsys, f"fault {name}", values)
+
+
+# ---------------------------------------------------------------- the faults
+
+
+def _hang(run: FaultRun, service: str) -> dict[str, Any]:
+    compose = run.compose
+    before = starts(compose)
+    with HealthWatch(compose) as watch, Load(run.distributor, threads=3, rate=3.0):
+        time.sleep(3.0)
+        compose.pause(service)
+        start = time.monotonic()
+        try:
+            while time.monotonic() < start + HANG_S:
+                # Spilled packages need the blob store; the load's own are mostly small.
+                run.distributor.distribute("add-deep", spill=True)
+                time.sleep(1.0)
+        finally:
+            compose.unpause(service)
+        end = time.monotonic()
+        result = recovery(run, end)
+    result |= check_answers(run.distributor.outcomes, start, end)
+    check_health(watch, start, end)
+    check_no_restart(compose, before)
+    return {"paused_s": round(end - start, 1), **result}
+
+
+@pytest.mark.timeout(TEST_TIMEOUT_S)
+def test_hang_of_kafka_then_of_the_s3_server(
+    run: FaultRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kafka = _hang(run, KAFKA)
+    s3 = _hang(run, run.compose.s3_service())
+    say(run, capsys, "hang", {"kafka": kafka, "s3": s3, **verify(run)})
+
+
+@pytest.mark.timeout(TEST_TIMEOUT_S)
+def test_partition_of_a_subscriber(run: FaultRun, capsys: pytest.CaptureFixture[str]) -> None:
+    compose, victim = run.compose, SUBSCRIBERS[1]
+    before = starts(compose)
+    with HealthWatch(compose) as watch, Load(run.distributor):
+        time.sleep(3.0)
+        networks = compose.disconnect(victim)
+        start = time.monotonic()
+        try:
+            assert compose.container(victim).address is None
+            time.sleep(PARTITION_S)
+        finally:
+            compose.reconnect(victim, networks)
+        end = time.monotonic()
+        result = recovery(run, end)
+    result |= check_answers(run.distributor.outcomes, start, end)
+    check_health(watch, start, end)
+    check_no_restart(compose, before)
+    say(run, capsys, "partition", {"subscriber": victim, **result, **verify(run)})
+
+
+@pytest.mark.timeout(TEST_TIMEOUT_S)
+def test_crash_of_a_subscriber_during_an_import(
+    run: FaultRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    compose, victim = run.compose, SUBSCRIBERS[2]
+    before = starts(compose)
+    with HealthWatch(compose) as watch, Load(run.distributor):
+        first = compose.processed_offset(victim)
+        assert first is not None
+        burst = [run.distributor.distribute() for _ in range(BURST)]
+        burst.append(run.distributor.distribute("add-deep", spill=True))
+        last = max(o.offset for o in burst if o.offset is not None)
+
+        # Lag seen: the packages are on the log and the subscriber works on them.
+        def importing() -> int | None:
+            health = compose.subscriber_health(victim)
+            offset = None if health is None else health.get("processedOffset")
+            busy = health is not None and health["state"] == "RUNNING"
+            return offset if busy and offset is not None and offset < last else None
+
+        killed_at = wait_for(importing, 60, f"{victim} importing offsets up to {last}")
+        compose.kill(victim)
+        start = time.monotonic()
+        time.sleep(5.0)
+        compose.start(victim)
+        end = time.monotonic()
+        result = recovery(run, end)
+    result |= check_answers(run.distributor.outcomes, start, end)
+    check_health(watch, start, end, skip=(victim,))
+    check_no_restart(compose, before, killed=victim)
+    say(
+        run,
+        capsys,
+        "subscriber crash",
+        {"subscriber": victim, "killed_at_offset": killed_at, "burst_up_to": last}
+        | result
+        | verify(run),
+    )
+
+
+@pytest.mark.timeout(TEST_TIMEOUT_S)
+def test_crash_of_the_publisher(run: FaultRun, capsys: pytest.CaptureFixture[str]) -> None:
+    compose = run.compose
+    before = starts(compose)
+    with HealthWatch(compose, SUBSCRIBERS) as watch, Load(run.distributor, threads=3):
+        time.sleep(3.0)
+        compose.kill(PUBLISHER)
+        start = time.monotonic()
+        time.sleep(5.0)
+        compose.start(PUBLISHER)
+        end = time.monotonic()
+        result = recovery(run, end)
+    result |= check_answers(run.distributor.outcomes, start - 3.0, end)
+    check_health(watch, start, end)
+    check_no_restart(compose, before, killed=PUBLISHER)
+    say(run, capsys, "publisher crash", result | verify(run))
+
+
+@pytest.mark.timeout(TEST_TIMEOUT_S)
+def test_slow_link_to_a_subscriber(run: FaultRun, capsys: pytest.CaptureFixture[str]) -> None:
+    compose, victim = run.compose, SUBSCRIBERS[0]
+    before = starts(compose)
+    with HealthWatch(compose) as watch, Load(run.distributor):
+        time.sleep(3.0)
+        compose.slow_link(victim, NETEM)
+        start = time.monotonic()
+        try:
+            assert "netem" in compose.qdisc(victim)
+            time.sleep(5.0)
+            during = recovery(run, time.monotonic())
+            time.sleep(max(0.0, start + SLOW_LINK_S - time.monotonic()))
+        finally:
+            compose.clear_link(victim)
+        end = time.monotonic()
+        result = recovery(run, end)
+    result |= check_answers(run.distributor.outcomes, start, end)
+    check_health(watch, start, end)
+    check_no_restart(compose, before)
+    say(
+        run,
+        capsys,
+        "slow link",
+        {"subscriber": victim, "netem": " ".join(NETEM), "while_slow": during}
+        | result
+        | verify(run),
+    )
