@@ -236,10 +236,10 @@ class SubscriberAgent:
         """Readiness (subscriber.readiness), False while a background thread is down, the
         subscriber holds no position yet, or it is behind the log (whatever readiness said
         before: its content misses packages it will not import)."""
-        if not self.holds_position:
-            return False, "no position yet: where a new store starts is not fixed"
         if not self.role.active:  # serves nothing: the active process imports
             return False, self.role.describe()
+        if not self.holds_position:
+            return False, "no position yet: where a new store starts is not fixed"
         behind = self.loop.gaps.reason()
         if behind is not None:
             return False, behind

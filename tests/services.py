@@ -568,7 +568,8 @@ def own_native_s3(hint: str) -> Iterator[tuple[S3Service, OwnServer]]:
 def _remove_own(script: str, name: str, env: Mapping[str, str]) -> None:
     run_deploy(script, "stop", env=env)
     shutil.rmtree(scd_home() / name, ignore_errors=True)
-    (scd_home() / "logs" / f"{name}.log").unlink(missing_ok=True)
+    for leftover in (scd_home() / "logs" / f"{name}.log", scd_home() / "run" / f"{name}.lock"):
+        leftover.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- helpers
