@@ -19,7 +19,13 @@ from subscriber.settings import SubscriberSettings
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = sorted([REPO / "README.md", REPO / "bench" / "README.md", *REPO.glob("docs/*.md")])
 # Where the code names variables outside the settings models (logging, scripts, test services).
-CODE_GLOBS = ("**/*.py", "deploy/*.sh", "deploy/**/Dockerfile", "deploy/*.yml", "deploy/.env.example")
+CODE_GLOBS = (
+    "**/*.py",
+    "deploy/*.sh",
+    "deploy/**/Dockerfile",
+    "deploy/*.yml",
+    "deploy/.env.example",
+)
 # Names shown on purpose as mistakes the daemons refuse.
 MISSPELLED_EXAMPLES = frozenset({"SCD_SUBSCRIBER_BATCH_MAXX"})
 # The subscriber reads these two sections from SCD_JOURNAL_* and SCD_BLOB_*, not its own prefix.
