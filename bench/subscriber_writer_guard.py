@@ -33,14 +33,20 @@ from subscriber_latency import percentile
 
 from journal.content.package import ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
-from subscriber.store.changes import Unit
+from subscriber.store.changes import ChangeSet, Unit
 from subscriber.store.delta import DeltaStore
 from subscriber.writer.errors import WriterDeposed
-from tests.subscriber.packages import new_change_set
 
 NODES_PER_PAGE = 4
 VARIANTS = ("unguarded", "guarded", "guarded_cold")
 WARMUP_ROUNDS = 5
+
+
+def change_set(unit: Unit) -> ChangeSet:
+    """One package as the import loop's unit of work."""
+    changes = ChangeSet()
+    changes.add(unit)
+    return changes
 
 
 def page(offset: int, number: int, version: int) -> Unit:
@@ -93,7 +99,7 @@ def run(spark: Any, work: Path, rounds: int) -> dict[str, Any]:
         offset += 2
         for kind, unit in units.items():
             for name, store in order:
-                changes = new_change_set([unit])
+                changes = change_set(unit)
                 started = time.perf_counter()
                 store.commit(changes)
                 if r >= WARMUP_ROUNDS:
@@ -112,7 +118,7 @@ def run(spark: Any, work: Path, rounds: int) -> dict[str, Any]:
     successor.claim(2, "bench-successor")
     started = time.perf_counter()
     try:
-        stores["guarded"].commit(new_change_set([page(offset, 0, 99)]))
+        stores["guarded"].commit(change_set(page(offset, 0, 99)))
         refused = False
     except WriterDeposed:
         refused = True
