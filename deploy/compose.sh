@@ -83,15 +83,18 @@ prepare() {
 }
 
 cmd_build() {
-    local started
+    local started log="$SCD_HOME/logs/compose-build.$$.log"
     started="$(scd_now)"
     prepare
-    scd_log "building the $IMAGE_SET image set (log: $SCD_HOME/logs/compose-build.log)"
+    scd_log "building the $IMAGE_SET image set (log: $log)"
     mkdir -p "$SCD_HOME/logs"
-    if ! compose --progress plain build "$@" >"$SCD_HOME/logs/compose-build.log" 2>&1; then
-        scd_tail_log "$SCD_HOME/logs/compose-build.log"
+    if ! compose --progress plain build "$@" >"$log" 2>&1; then
+        scd_tail_log "$log"
         scd_die "building the images failed"
     fi
+    # One log per build (builds of concurrent callers share BuildKit's work, not their logs);
+    # the last successful one stays as compose-build.log.
+    mv "$log" "$SCD_HOME/logs/compose-build.log"
     scd_log "images built in $(scd_elapsed "$started")s"
 }
 
