@@ -101,8 +101,8 @@ cmd_build() {
 # unhealthy_services: the services of the cluster that are not (yet) healthy or done, one line
 # each with their state.
 unhealthy_services() {
-    compose ps -a --format '{{.Service}} {{.State}} {{.Health}} {{.ExitCode}}' \
-        | awk '!(($2 == "running" && ($3 == "healthy" || $3 == "")) || ($2 == "exited" && $4 == 0))'
+    compose ps -a --format '{{.Service}}|{{.State}}|{{.Health}}|{{.ExitCode}}' \
+        | awk -F'|' '!(($2 == "running" && ($3 == "healthy" || $3 == "")) || ($2 == "exited" && $4 == 0))'
 }
 
 cmd_up() {
