@@ -47,8 +47,9 @@ HANG_S = 40.0
 PARTITION_S = 60.0
 SLOW_LINK_S = 45.0
 NETEM = ["delay", "200ms", "50ms", "loss", "2%"]
-# A publisher waits at most SCD_JOURNAL_SEND_TIMEOUT_S (30 s) for Kafka's acknowledgement and
-# then answers 503; a few seconds more for the request's own work on a loaded machine.
+# A publisher answers 503 once Kafka did not acknowledge within SCD_JOURNAL_SEND_TIMEOUT_S
+# (30 s, + 1 s) or a blob store call did not end within SCD_PUBLISHER_BLOB_TIMEOUT_S (30 s);
+# a few seconds more for the request's own work on a loaded machine.
 DISTRIBUTE_BOUND_S = 30.0 + 5.0
 # A killed subscriber starts a new Spark driver and registers with the master: a minute on a
 # busy 2-core machine; everything else recovers in seconds.
@@ -181,18 +182,17 @@ def say(run: FaultRun, capsys: pytest.CaptureFixture[str], name: str, values: An
 def _hang(run: FaultRun, service: str) -> dict[str, Any]:
     compose = run.compose
     before = starts(compose)
-    with HealthWatch(compose) as watch, Load(run.distributor, threads=3, rate=3.0):
+    with HealthWatch(compose) as watch, Load(run.distributor, threads=2, rate=2.0):
         time.sleep(3.0)
         compose.pause(service)
         start = time.monotonic()
-        try:
-            while time.monotonic() < start + HANG_S:
-                # Spilled packages need the blob store; the load's own are mostly small.
-                run.distributor.distribute("add-deep", spill=True)
-                time.sleep(1.0)
-        finally:
-            compose.unpause(service)
-        end = time.monotonic()
+        # Spilled packages need the blob store; the load's own are mostly small.
+        with Load(run.distributor, threads=1, rate=1.0, kind="add-deep", spill=True):
+            try:
+                time.sleep(HANG_S)
+            finally:
+                compose.unpause(service)
+            end = time.monotonic()
         result = recovery(run, end)
     result |= check_answers(run.distributor.outcomes, start, end)
     check_health(watch, start, end)
