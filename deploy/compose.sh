@@ -83,23 +83,26 @@ prepare() {
 }
 
 cmd_build() {
-    local started
+    local started log="$SCD_HOME/logs/compose-build.$$.log"
     started="$(scd_now)"
     prepare
-    scd_log "building the $IMAGE_SET image set (log: $SCD_HOME/logs/compose-build.log)"
+    scd_log "building the $IMAGE_SET image set (log: $log)"
     mkdir -p "$SCD_HOME/logs"
-    if ! compose --progress plain build "$@" >"$SCD_HOME/logs/compose-build.log" 2>&1; then
-        scd_tail_log "$SCD_HOME/logs/compose-build.log"
+    if ! compose --progress plain build "$@" >"$log" 2>&1; then
+        scd_tail_log "$log"
         scd_die "building the images failed"
     fi
+    # One log per build (builds of concurrent callers share BuildKit's work, not their logs);
+    # the last successful one stays as compose-build.log.
+    mv "$log" "$SCD_HOME/logs/compose-build.log"
     scd_log "images built in $(scd_elapsed "$started")s"
 }
 
 # unhealthy_services: the services of the cluster that are not (yet) healthy or done, one line
 # each with their state.
 unhealthy_services() {
-    compose ps -a --format '{{.Service}} {{.State}} {{.Health}} {{.ExitCode}}' \
-        | awk '!(($2 == "running" && ($3 == "healthy" || $3 == "")) || ($2 == "exited" && $4 == 0))'
+    compose ps -a --format '{{.Service}}|{{.State}}|{{.Health}}|{{.ExitCode}}' \
+        | awk -F'|' '!(($2 == "running" && ($3 == "healthy" || $3 == "")) || ($2 == "exited" && $4 == 0))'
 }
 
 cmd_up() {

@@ -292,9 +292,9 @@ class ComposeCluster:
     def _in_netns(self, service: str, *command: str) -> str:
         return _checked(["nsenter", "-t", str(self.container(service).pid), "-n", *command])
 
-    def slow_link(self, service: str, netem: list[str], device: str = "eth0") -> None:
-        """``tc qdisc add dev DEVICE root netem NETEM...`` in the container's network."""
-        self._in_netns(service, "tc", "qdisc", "add", "dev", device, "root", "netem", *netem)
+    def slow_link(self, service: str, kind: str, options: list[str], device: str = "eth0") -> None:
+        """``tc qdisc add dev DEVICE root KIND OPTIONS...`` in the container's network."""
+        self._in_netns(service, "tc", "qdisc", "add", "dev", device, "root", kind, *options)
 
     def qdisc(self, service: str, device: str = "eth0") -> str:
         return self._in_netns(service, "tc", "qdisc", "show", "dev", device)

@@ -96,11 +96,19 @@ def status_counts(outcomes: list[Outcome]) -> dict[str, int]:
 
 
 class Load:
-    """Random packages from a few threads, at most ``rate`` requests per second in all, until
-    the block ends."""
+    """Packages from a few threads, at most ``rate`` requests per second in all, until the
+    block ends: random ones, or of the ``kind`` and ``spill`` given."""
 
-    def __init__(self, distributor: Distributor, threads: int = 2, rate: float = 2.0) -> None:
+    def __init__(
+        self,
+        distributor: Distributor,
+        threads: int = 2,
+        rate: float = 2.0,
+        kind: str | None = None,
+        spill: bool | None = None,
+    ) -> None:
         self.distributor = distributor
+        self.kind, self.spill = kind, spill
         self.pause_s = threads / rate
         self.stop = threading.Event()
         self.first = len(distributor.outcomes)
@@ -111,7 +119,7 @@ class Load:
 
     def _loop(self) -> None:
         while not self.stop.is_set():
-            self.distributor.distribute()
+            self.distributor.distribute(self.kind, spill=self.spill)
             self.stop.wait(self.pause_s)
 
     def outcomes(self) -> list[Outcome]:

@@ -52,6 +52,17 @@ def processed_offset(url: str) -> int:
     return -1 if offset is None else int(offset)
 
 
+def imported_packages(url: str) -> int:
+    """Packages the subscriber imported since it started (its import size histogram's count)."""
+    text = httpx.get(f"{url}/metrics", timeout=HTTP_TIMEOUT_S).text
+    counts = [
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("scd_imported_package_size_bytes_count")
+    ]
+    return int(sum(counts))
+
+
 @pytest.mark.timeout(UP_TIMEOUT_S + IMPORT_TIMEOUT_S + DOWN_TIMEOUT_S + 300)
 @pytest.mark.parametrize(
     "options",
@@ -72,10 +83,8 @@ def test_cluster_up_distribute_status_down(
         expected |= {"spark-master", "spark-worker"}
     assert set(pids) == expected
 
-    again = cluster.run("up", *options, timeout=UP_TIMEOUT_S)
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert cluster.pids() == pids, "a second up must leave the running processes alone"
-
+    # Distributed the moment up returned (the stores may still be opening): every subscriber
+    # imports these, none starts after them.
     token = (cluster.directory / "token").read_text().strip()
     headers = {"Authorization": f"Bearer {token}"}
     assert (
@@ -108,6 +117,15 @@ def test_cluster_up_distribute_status_down(
         IMPORT_TIMEOUT_S,
         f"every subscriber to process offset {last}",
     )
+    for i in range(1, SUBSCRIBERS + 1):
+        health = httpx.get(f"{cluster.subscriber_url(i)}/health", timeout=HTTP_TIMEOUT_S).json()
+        assert health["holdsPosition"] is True
+        assert health["startOffset"] <= min(offsets), health
+        assert imported_packages(cluster.subscriber_url(i)) == len(offsets)
+
+    again = cluster.run("up", *options, timeout=UP_TIMEOUT_S)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert cluster.pids() == pids, "a second up must leave the running processes alone"
     for i in range(1, SUBSCRIBERS + 1):
         if "--s3a" in options:
             s3 = boto3.client(
