@@ -3,10 +3,11 @@ bench/compose_stream.py drive it.
 
 ``deploy/compose.sh`` brings it up and down and prints the settings of a client on this
 machine; ``docker compose`` injects the faults a user would (pause, kill, start); ``docker
-network`` partitions a container; ``tc netem`` slows a container's link, run from the host in
-the container's network namespace (``nsenter``), so the images need neither ``tc`` nor
-NET_ADMIN. Everything else is read back: container state and addresses from ``docker
-inspect``, the daemons' ``/health``, and the memory of each container's processes from /proc.
+network`` partitions a container; ``slow_link.py`` delays and drops a container's outgoing
+packets, run from the host in the container's network namespace (``nsenter``), so the images
+need neither ``iptables`` nor NET_ADMIN. Everything else is read back: container state and
+addresses from ``docker inspect``, the daemons' ``/health``, and the memory of each
+container's processes from /proc.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -292,16 +294,50 @@ class ComposeCluster:
     def _in_netns(self, service: str, *command: str) -> str:
         return _checked(["nsenter", "-t", str(self.container(service).pid), "-n", *command])
 
-    def slow_link(self, service: str, kind: str, options: list[str], device: str = "eth0") -> None:
-        """``tc qdisc add dev DEVICE root KIND OPTIONS...`` in the container's network."""
-        self._in_netns(service, "tc", "qdisc", "add", "dev", device, "root", kind, *options)
+    def slow_link(self, service: str, delay_ms: int, jitter_ms: int, loss: float) -> SlowLink:
+        """Delays the container's outgoing packets by ``delay_ms`` +- ``jitter_ms`` and drops
+        ``loss`` of them (``tests/containers/slow_link.py``: NFQUEUE, since these kernels have
+        no netem); undone by the returned handle's ``clear``."""
+        pid = str(self.container(service).pid)
+        rule = [
+            "OUTPUT",
+            "-o",
+            "eth0",
+            "-j",
+            "NFQUEUE",
+            "--queue-num",
+            str(SLOW_LINK_QUEUE),
+            "--queue-bypass",
+        ]
+        daemon = subprocess.Popen(
+            [
+                "nsenter",
+                "-t",
+                pid,
+                "-n",
+                sys.executable,
+                str(SLOW_LINK_SCRIPT),
+                "--queue",
+                str(SLOW_LINK_QUEUE),
+                "--delay-ms",
+                str(delay_ms),
+                "--jitter-ms",
+                str(jitter_ms),
+                "--loss",
+                str(loss),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert daemon.stdout is not None
+        if daemon.stdout.readline().strip() != "ready":
+            daemon.kill()
+            raise ComposeError(f"the slow-link daemon did not start: {daemon.communicate()[0]}")
+        self._in_netns(service, "iptables", "-A", *rule)
+        return SlowLink(self, service, rule, daemon)
 
-    def qdisc(self, service: str, device: str = "eth0") -> str:
-        return self._in_netns(service, "tc", "qdisc", "show", "dev", device)
-
-    def clear_link(self, service: str, device: str = "eth0") -> None:
-        self._in_netns(service, "tc", "qdisc", "del", "dev", device, "root")
-
+    # ------------------------------------------------------------------ reading back
     # ------------------------------------------------------------------ reading back
     def publisher_health(self) -> dict[str, Any] | None:
         try:
@@ -406,3 +442,28 @@ def missing_images() -> list[str]:
         for image in sorted(set(listed.stdout.split()))
         if _run(["docker", "image", "inspect", image], timeout=30).returncode != 0
     ]
+
+
+SLOW_LINK_SCRIPT = Path(__file__).with_name("slow_link.py")
+SLOW_LINK_QUEUE = 7
+
+
+@dataclass
+class SlowLink:
+    """A slowed link (``ComposeCluster.slow_link``) until ``clear``."""
+
+    cluster: ComposeCluster
+    service: str
+    rule: list[str]
+    daemon: subprocess.Popen[str]
+
+    def counts(self) -> str:
+        """The rule's packet counter, proof that packets went through the queue."""
+        return self.cluster._in_netns(self.service, "iptables", "-L", "OUTPUT", "-v", "-n", "-x")
+
+    def clear(self) -> str:
+        """Removes the rule, stops the daemon; returns its counts (``passed=N dropped=M``)."""
+        self.cluster._in_netns(self.service, "iptables", "-D", *self.rule)
+        self.daemon.terminate()
+        out, _ = self.daemon.communicate(timeout=10)
+        return out.strip()

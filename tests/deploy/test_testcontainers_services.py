@@ -11,6 +11,7 @@ Nothing is pulled from an image registry.
 from __future__ import annotations
 
 import itertools
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -27,15 +28,19 @@ from tests.contract.blobstore_contract import BlobStoreContract, UploadCount
 from tests.contract.journal_contract import JournalContract, NewTopic
 from tests.services import KafkaService, S3Service
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# "containers": CI runs it once the images are built, with the compose tests.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.containers]
 
 _names = itertools.count()
 
 
 def _skip_unless_runnable(image: str) -> None:
     reason = services.container_fallback(image)
-    if reason is not None:
-        pytest.skip(f"testcontainers path not available: {reason}")
+    if reason is None:
+        return
+    if os.environ.get("SCD_TEST_COMPOSE") == "1":
+        pytest.fail(f"SCD_TEST_COMPOSE=1 but the testcontainers path is not available: {reason}")
+    pytest.skip(f"testcontainers path not available: {reason}")
 
 
 @pytest.fixture(scope="module")
