@@ -52,8 +52,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 PYTHON="$SCD_REPO_DIR/.venv/bin/python"
-# The daemons run as the installed command line: `python -m publisher` from some directory
-# could import a ./publisher folder there instead of scd's.
+# The daemons run as the installed command line, the one entry point of each.
 SCD="$SCD_REPO_DIR/.venv/bin/scd"
 SUBSCRIBERS="${SCD_CLUSTER_SUBSCRIBERS:-3}"
 CLUSTER_DIR="${SCD_CLUSTER_DIR:-$SCD_HOME/cluster}"

@@ -313,7 +313,7 @@ def scd_daemons(services: Mapping[str, Any]) -> dict[str, str]:
 
 def _topology_problems(services: Mapping[str, Any]) -> list[str]:
     problems = [f"no '{name}' service" for name in INFRASTRUCTURE if name not in services]
-    # `python -m publisher` imports a ./publisher folder of the working directory first.
+    # `scd publisher|subscriber` is the daemons' one entry point.
     problems += [
         f"{name}: start the daemon as `scd {kind}`, not `python -m {kind}`"
         for name, kind in scd_daemons(services).items()
