@@ -25,6 +25,7 @@ CODE_GLOBS = (
     "deploy/**/Dockerfile",
     "deploy/*.yml",
     "deploy/.env.example",
+    ".ci/run",
 )
 # Names shown on purpose as mistakes the daemons refuse.
 MISSPELLED_EXAMPLES = frozenset({"SCD_SUBSCRIBER_BATCH_MAXX"})
