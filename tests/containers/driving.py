@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from tests.containers.compose import PUBLISHER, SUBSCRIBERS, ComposeCluster
-from tests.e2e.cluster import Outcome
+from tests.e2e.cluster import Outcome, post_distribute
 from tests.e2e.workload import Request, Workload
 
 RUN_KEY = "compose-run"
@@ -53,19 +53,7 @@ class Distributor:
 
     def post(self, seq: int, body: dict[str, Any]) -> Outcome:
         body = {**body, "metadata": {**body.get("metadata", {}), RUN_KEY: self.run_id}}
-        started = time.monotonic()
-        try:
-            answer = self.http.post("/distribute", json=body)
-        except httpx.HTTPError as exc:
-            outcome = Outcome(seq, None, message=f"{type(exc).__name__}: {exc}")
-        else:
-            if answer.status_code == 200:
-                data = answer.json()
-                outcome = Outcome(seq, 200, int(data["offset"]), bool(data["spilled"]))
-            else:
-                outcome = Outcome(seq, answer.status_code, message=answer.text[:300])
-        outcome.started = started
-        outcome.seconds = time.monotonic() - started
+        outcome = post_distribute(self.http, seq, body, message_chars=300)
         with self.lock:
             self.outcomes.append(outcome)
         return outcome

@@ -97,6 +97,27 @@ class Outcome:
     seconds: float = 0.0
 
 
+def post_distribute(
+    http: httpx.Client, seq: int, body: dict[str, Any], message_chars: int | None = None
+) -> Outcome:
+    """POST /distribute once: the answer (or the error) as an Outcome, timed; ``message_chars``
+    cuts an error answer's text."""
+    started = time.monotonic()
+    try:
+        answer = http.post("/distribute", json=body)
+    except httpx.HTTPError as exc:
+        outcome = Outcome(seq, None, message=f"{type(exc).__name__}: {exc}")
+    else:
+        if answer.status_code == 200:
+            data = answer.json()
+            outcome = Outcome(seq, 200, int(data["offset"]), bool(data["spilled"]))
+        else:
+            outcome = Outcome(seq, answer.status_code, message=answer.text[:message_chars])
+    outcome.started = started
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
 @dataclass
 class Cluster:
     script: ClusterScript
@@ -141,19 +162,7 @@ class Cluster:
         return answer.json()
 
     def distribute(self, seq: int, body: dict[str, Any]) -> Outcome:
-        started = time.monotonic()
-        try:
-            answer = self.http.post("/distribute", json=body)
-        except httpx.HTTPError as exc:
-            outcome = Outcome(seq, None, message=f"{type(exc).__name__}: {exc}")
-        else:
-            if answer.status_code == 200:
-                data = answer.json()
-                outcome = Outcome(seq, 200, int(data["offset"]), bool(data["spilled"]))
-            else:
-                outcome = Outcome(seq, answer.status_code, message=answer.text)
-        outcome.started = started
-        outcome.seconds = time.monotonic() - started
+        outcome = post_distribute(self.http, seq, body)
         self.outcomes.append(outcome)
         return outcome
 
