@@ -31,6 +31,7 @@ from typing import Any
 
 from journal.api import FencedWriter, Journal, OutgoingRecord, Position
 from journal.errors import Fenced, JournalError
+from journal.failure_events import is_failure_event
 from journal.wire.messages import TYPE_HEADER, VERSION_HEADER, WIRE_VERSION
 from publisher.bad_records import BadRecord, BadRecords, check_offset
 from publisher.discovery import DiscoveryView
@@ -243,6 +244,8 @@ class DistributedEvents:
                 for record in records:
                     if record.offset >= end:
                         break
+                    if is_failure_event(record.headers):
+                        continue  # the subscribers' (journal/failure_events.py), not ours
                     try:
                         offset = _event_offset(record.value, self.agent_name, log_end)
                     except BadRecord as exc:

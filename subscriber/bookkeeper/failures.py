@@ -2,7 +2,9 @@
 
 Every failure is a log line and a LogMessage on the status topic under the publisher agent of
 the failing package, which the publisher shows in that subscriber's error queue. A permanent
-failure's message starts with ``permanent:``; a transient one names its attempt.
+failure's message starts with ``permanent:``; a transient one names its attempt. Each is also
+a failure event on the event topic (journal/failure_events.py), with the attempt, the retries
+left and whether the package is now skipped.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import logging
 import traceback
 from collections.abc import Callable
 
+from journal import failure_events
+from journal.api import Journal
 from journal.errors import JournalError
 from journal.messaging import MessageSender
 from journal.wire import messages as m
@@ -31,12 +35,19 @@ class FailureReporter:
         instance_id: Callable[[], str],
         status: MessageSender,
         on_report: Callable[[], None],
+        *,
+        events: Journal,
+        event_topic: str,
+        max_retries: int,
     ) -> None:
         self.name = name
         self.instance_id = instance_id
         self.status = status
         self.on_report = on_report  # e.g. announce the new retry count at once
         self._permanent = RateLimitedLog(log)
+        self.events = events
+        self.event_topic = event_topic
+        self.max_retries = max_retries
 
     def report(
         self,
@@ -75,4 +86,34 @@ class FailureReporter:
             )
         except JournalError as exc:
             log.warning("%s: could not send LogMessage: %s", self.name, exc)
+        self._send_event(offset, pub_agent, pkg_id, cause, attempt)
         self.on_report()
+
+    def _send_event(
+        self, offset: int, pub_agent: str, pkg_id: str, cause: BaseException, attempt: int | None
+    ) -> None:
+        # Same rule as the retries' (RetryPolicy.gives_up): after max_retries + 1 attempts the
+        # package is skipped; a permanent failure is skipped at once.
+        discard = attempt is None or 0 <= self.max_retries < attempt
+        event = failure_events.FailureEvent(
+            pub_agent_name=pub_agent,
+            sub_agent_name=self.name,
+            sub_sling_id=self.instance_id(),
+            package_id=pkg_id,
+            offset=offset,
+            attempt=attempt or 1,
+            max_retries=self.max_retries,
+            will_discard=discard,
+            permanent=attempt is None,
+            exception=type(cause).__name__,
+            message=str(cause),
+        )
+        try:
+            self.events.send(
+                self.event_topic,
+                event.to_json(),
+                key=self.name.encode(),
+                headers=failure_events.headers(),
+            )
+        except JournalError as exc:
+            log.warning("%s: could not send failure event: %s", self.name, exc)

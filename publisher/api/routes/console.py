@@ -96,12 +96,28 @@ class EventRow(ApiModel):
     age_s: float
 
 
+class FailureRow(ApiModel):
+    offset: int
+    package_id: str
+    subscriber: str
+    attempt: int
+    max_retries: int
+    will_discard: bool
+    error_class: str
+    exception: str
+    message: str
+    sent_ms: int
+    age_s: float
+
+
 class EventsView(ApiModel):
-    """The latest distributed events of this agent on the event topic, newest first."""
+    """The latest distributed events and failure events of this agent on the event topic,
+    newest first."""
 
     topic: str
     last_event_offset: int | None
     events: list[EventRow]
+    failures: list[FailureRow]
     error: str | None
 
 
@@ -185,9 +201,11 @@ def latest_packages(agent: AgentDep, limit: Rows = DEFAULT_ROWS) -> PackagesView
 
 @router.get("/console/api/events")
 def latest_events(request: Request, agent: AgentDep, limit: Rows = DEFAULT_ROWS) -> EventsView:
-    """The latest PackageDistributedMessages of this agent, as read back from the event topic
-    (any instance answers; ``error`` says why the list may be stale)."""
-    events, error = _recent_events(request, agent).latest(limit)
+    """The latest PackageDistributedMessages of this agent and the latest failure events about
+    its packages, as read back from the event topic (any instance answers; ``error`` says why
+    the lists may be stale)."""
+    reader = _recent_events(request, agent)
+    events, error = reader.latest(limit)
     now = now_ms()
     return EventsView(
         topic=agent.topics.event,
@@ -204,6 +222,22 @@ def latest_events(request: Request, agent: AgentDep, limit: Rows = DEFAULT_ROWS)
                 age_s=max(0, now - e.sent_ms) / 1000,
             )
             for e in events
+        ],
+        failures=[
+            FailureRow(
+                offset=f.event.offset,
+                package_id=f.event.package_id,
+                subscriber=f"{f.event.sub_sling_id}-{f.event.sub_agent_name}",
+                attempt=f.event.attempt,
+                max_retries=f.event.max_retries,
+                will_discard=f.event.will_discard,
+                error_class=f.event.error_class,
+                exception=f.event.exception,
+                message=f.event.message,
+                sent_ms=f.sent_ms,
+                age_s=max(0, now - f.sent_ms) / 1000,
+            )
+            for f in reader.latest_failures(limit)
         ],
     )
 
@@ -252,6 +286,8 @@ def _recent_events(request: Request, agent: PublisherAgent) -> RecentEvents:
     with _events_lock:
         reader: RecentEvents | None = getattr(state, "console_events", None)
         if reader is None:
-            reader = RecentEvents(agent.journal, agent.topics.event, agent.settings.agent_name)
+            reader = RecentEvents(
+                agent.journal, agent.topics.event, agent.settings.agent_name, agent.bad_records
+            )
             state.console_events = reader
         return reader

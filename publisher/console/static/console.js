@@ -187,6 +187,19 @@
       ),
     );
     fill($("events").tBodies[0], rows, 4, "No distributed event yet.");
+    const failures = view.failures.map((f) =>
+      el(
+        "tr",
+        { "data-offset": f.offset },
+        el("td", { class: "num" }, f.offset),
+        el("td", { class: "small", title: f.subscriber }, f.subscriber),
+        el("td", { class: "num" }, f.maxRetries < 0 ? `${f.attempt}` : `${f.attempt} / ${f.maxRetries + 1}`),
+        el("td", { class: "error", title: f.message }, `${f.errorClass} ${f.exception}: ${f.message}`),
+        el("td", {}, f.willDiscard ? "discarded" : "retried"),
+        el("td", { class: "num" }, `${seconds(f.ageS)} ago`),
+      ),
+    );
+    fill($("failures").tBodies[0], failures, 6, "No failed import attempt.");
   }
 
   function itemRow(item, withAttempts) {

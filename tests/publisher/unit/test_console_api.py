@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from journal import failure_events
 from journal.settings import JournalSettings
 from journal.sqlite.journal import SqliteJournal
 from journal.topics import topic_specs
@@ -152,6 +153,54 @@ def test_events_show_what_the_leader_sent(client: TestClient, journal: SqliteJou
     limited = client.get("/console/api/events", params={"limit": 1}).json()["events"]
     assert [e["offset"] for e in limited] == [offsets[-1]]
     assert READ_WINDOW >= 100  # the page asks for far fewer
+
+
+def test_failure_events_are_shown_and_hostile_ones_skipped_and_counted(
+    agent: PublisherAgent, client: TestClient, journal: SqliteJournal
+) -> None:
+    topic = "scd.event"
+    good = failure_events.FailureEvent(
+        pub_agent_name="publish",
+        sub_agent_name="s",
+        sub_sling_id="s-instance",
+        package_id="pkg-3",
+        offset=3,
+        attempt=2,
+        max_retries=1,
+        will_discard=True,
+        permanent=False,
+        exception="BlobUnavailable",
+        message=EVIL,
+    )
+    others = failure_events.FailureEvent(**{**good.__dict__, "pub_agent_name": "other"})
+    hostile = [
+        b"[" * 4000,
+        b'{"offset": "3"}',
+        good.to_json().replace(b'"attempt":2', b'"attempt":-5'),
+        b"x" * 60_000,  # under the topic limit, over the event limit
+    ]
+    for value in [good.to_json(), others.to_json(), *hostile]:
+        journal.send(topic, value, key=b"s", headers=failure_events.headers())
+
+    def shown() -> list[dict[str, Any]]:
+        failures: list[dict[str, Any]] = client.get("/console/api/events").json()["failures"]
+        return failures
+
+    (row,) = wait_for(shown, what="the failure event")
+    assert row["offset"] == 3
+    assert row["subscriber"] == "s-instance-s"
+    assert (row["attempt"], row["maxRetries"], row["willDiscard"]) == (2, 1, True)
+    assert (row["errorClass"], row["exception"], row["message"]) == (
+        "transient",
+        "BlobUnavailable",
+        EVIL,
+    )
+    bad = f'scd_publisher_bad_records_total{{topic="{topic}"}} 4.0'
+    assert bad in client.get("/metrics").text
+    # The read-back of distributed events passes them by: not taken for an event of this agent
+    # (whose offset 3 would be beyond the empty log's end, a bad record), nor counted again.
+    assert agent.events.read_back() is None
+    assert bad in client.get("/metrics").text
 
 
 def test_head_errors_name_each_failing_queue_once(

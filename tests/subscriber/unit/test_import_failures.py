@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from journal import failure_events
+from journal.api import Journal, Position
 from journal.content import rules
 from journal.content.package import (
     Binary,
@@ -199,6 +201,46 @@ def test_max_retries_gives_up_a_transient_failure_as_removed_failed(local_env: E
     attempts = [x for x in h.log_messages(env.journal, env.js) if x.offset == stuck]
     assert [x.message.split(":")[0] for x in attempts] == ["attempt 1", "attempt 2", "attempt 3"]
     assert h.statuses(env.journal, env.js) == {stuck: "REMOVED_FAILED"}
+
+
+def failure_events_on(journal: Journal, topic: str) -> list[failure_events.FailureEvent]:
+    """Every failure event on the event topic, in the order of one partition (all of a
+    subscriber's are keyed alike)."""
+    found = []
+    with journal.consumer(topic, Position.earliest()) as consumer:
+        for _ in range(10):
+            for r in consumer.poll(0.05):
+                if failure_events.is_failure_event(r.headers):
+                    found.append(failure_events.parse(r.value))
+    return found
+
+
+def test_every_failed_attempt_is_a_failure_event_saying_when_it_is_discarded(
+    local_env: Env,
+) -> None:
+    env = local_env
+    stuck = env.send(good("stuck", "/s"), blobs=env.blobs)
+    env.blobs.delete("packages/stuck")
+    bad = env.send(with_value(multi(Value(string_value="a"), Value(long_value=1))))
+    after = env.send(good("g1", "/g1"))
+    agent = env.memory_agent(max_retries=1, retry_initial_s=0.01, retry_max_s=0.02)
+    h.drive(agent, lambda: agent.processed_offset >= after, timeout_s=30)
+
+    events = failure_events_on(env.journal, env.js.topics.event)
+    transient = [e for e in events if e.offset == stuck]
+    assert [(e.attempt, e.will_discard) for e in transient] == [(1, False), (2, True)]
+    assert {(e.error_class, e.max_retries, e.package_id) for e in transient} == {
+        ("transient", 1, "stuck")
+    }
+    (permanent,) = [e for e in events if e.offset == bad]
+    assert (permanent.attempt, permanent.will_discard, permanent.error_class) == (
+        1,
+        True,
+        "permanent",
+    )
+    assert permanent.exception and "long and string" in permanent.message
+    assert {(e.pub_agent_name, e.sub_agent_name) for e in events} == {(h.PUB, agent.name)}
+    assert {e.sub_sling_id for e in events} == {agent.instance_id}
 
 
 def test_failures_are_reported_under_the_failing_packages_agent(local_env: Env) -> None:
