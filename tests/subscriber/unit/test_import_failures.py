@@ -238,7 +238,8 @@ def test_every_failed_attempt_is_a_failure_event_saying_when_it_is_discarded(
         True,
         "permanent",
     )
-    assert permanent.exception and "long and string" in permanent.message
+    assert permanent.exception == "ContentRuleError"
+    assert "long and string" in permanent.message
     assert {(e.pub_agent_name, e.sub_agent_name) for e in events} == {(h.PUB, agent.name)}
     assert {e.sub_sling_id for e in events} == {agent.instance_id}
 
