@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from journal.api import Journal
 from journal.messaging import MessageSender
+from journal.sequence import Sequencer
 from journal.wire.messages import ClearCommand, CommandMessage
 from journal.wire.signing import RecordSigner
 from publisher.errors import InvalidRequest, NotEditable
@@ -45,9 +46,12 @@ class Clearer:
         topic: str,
         agent_name: str,
         queues: Queues,
+        sequencer: Sequencer,
         signer: RecordSigner | None = None,
     ) -> None:
+        """``sequencer`` numbers each command record (journal/sequence.py)."""
         self.sender = MessageSender(journal, topic, signer)
+        self.sequencer = sequencer
         self.agent_name = agent_name
         self.queues = queues
 
@@ -89,7 +93,9 @@ class Clearer:
             clear_command=ClearCommand(offset=last),
             pub_agent_name=self.agent_name,
         )
-        command_offset = self.sender.send(command, key=subscriber.agent_name)
+        with self.sequencer.numbering() as sequence:
+            command.sequence = sequence
+            command_offset = self.sender.send(command, key=subscriber.agent_name)
         log.info(
             "clear of %s: %d items up to offset %d (command at offset %d)",
             name,

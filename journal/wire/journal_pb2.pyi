@@ -28,7 +28,7 @@ REMOVED: Status
 IMPORTED: Status
 
 class PackageMessage(_message.Message):
-    __slots__ = ("pub_sling_id", "pub_agent_name", "pkg_id", "req_type", "pkg_length", "pkg_binary", "paths", "deep_paths", "pkg_binary_ref", "pkg_type", "user_id", "metadata", "created_ms", "checksum")
+    __slots__ = ("pub_sling_id", "pub_agent_name", "pkg_id", "req_type", "pkg_length", "pkg_binary", "paths", "deep_paths", "pkg_binary_ref", "pkg_type", "user_id", "metadata", "created_ms", "checksum", "sequence")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,7 @@ class PackageMessage(_message.Message):
     METADATA_FIELD_NUMBER: _ClassVar[int]
     CREATED_MS_FIELD_NUMBER: _ClassVar[int]
     CHECKSUM_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     pub_sling_id: str
     pub_agent_name: str
     pkg_id: str
@@ -64,7 +65,8 @@ class PackageMessage(_message.Message):
     metadata: _containers.ScalarMap[str, str]
     created_ms: int
     checksum: str
-    def __init__(self, pub_sling_id: _Optional[str] = ..., pub_agent_name: _Optional[str] = ..., pkg_id: _Optional[str] = ..., req_type: _Optional[_Union[ReqType, str]] = ..., pkg_length: _Optional[int] = ..., pkg_binary: _Optional[bytes] = ..., paths: _Optional[_Iterable[str]] = ..., deep_paths: _Optional[_Iterable[str]] = ..., pkg_binary_ref: _Optional[str] = ..., pkg_type: _Optional[str] = ..., user_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_ms: _Optional[int] = ..., checksum: _Optional[str] = ...) -> None: ...
+    sequence: int
+    def __init__(self, pub_sling_id: _Optional[str] = ..., pub_agent_name: _Optional[str] = ..., pkg_id: _Optional[str] = ..., req_type: _Optional[_Union[ReqType, str]] = ..., pkg_length: _Optional[int] = ..., pkg_binary: _Optional[bytes] = ..., paths: _Optional[_Iterable[str]] = ..., deep_paths: _Optional[_Iterable[str]] = ..., pkg_binary_ref: _Optional[str] = ..., pkg_type: _Optional[str] = ..., user_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_ms: _Optional[int] = ..., checksum: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class PackageStatusMessage(_message.Message):
     __slots__ = ("sub_sling_id", "sub_agent_name", "pub_agent_name", "offset", "status")
@@ -117,16 +119,18 @@ class ClearCommand(_message.Message):
     def __init__(self, offset: _Optional[int] = ...) -> None: ...
 
 class CommandMessage(_message.Message):
-    __slots__ = ("sub_sling_id", "sub_agent_name", "clear_command", "pub_agent_name")
+    __slots__ = ("sub_sling_id", "sub_agent_name", "clear_command", "pub_agent_name", "sequence")
     SUB_SLING_ID_FIELD_NUMBER: _ClassVar[int]
     SUB_AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     CLEAR_COMMAND_FIELD_NUMBER: _ClassVar[int]
     PUB_AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     sub_sling_id: str
     sub_agent_name: str
     clear_command: ClearCommand
     pub_agent_name: str
-    def __init__(self, sub_sling_id: _Optional[str] = ..., sub_agent_name: _Optional[str] = ..., clear_command: _Optional[_Union[ClearCommand, _Mapping]] = ..., pub_agent_name: _Optional[str] = ...) -> None: ...
+    sequence: int
+    def __init__(self, sub_sling_id: _Optional[str] = ..., sub_agent_name: _Optional[str] = ..., clear_command: _Optional[_Union[ClearCommand, _Mapping]] = ..., pub_agent_name: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class PingMessage(_message.Message):
     __slots__ = ()

@@ -121,6 +121,10 @@ class RecordSigner:
         """``headers`` with the signature headers added (replacing any already there)."""
         return {**headers, **self.sign(topic, headers, value)}
 
+    def verifier(self) -> RecordVerifier:
+        """A verifier of this signer's own records (its public key only)."""
+        return RecordVerifier({self.key_id: self._key.public_key()})
+
     def __repr__(self) -> str:
         return f"RecordSigner(key_id={self.key_id!r})"
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from journal.api import Journal
 from journal.content.package import PACKAGE_TYPE
+from journal.sequence import Sequencer
 from journal.wire.messages import PackageMessage, encode
 from journal.wire.signing import RecordSigner
 from publisher.distribute.builder import BuiltPackage, PackageBuilder
@@ -27,6 +28,9 @@ from publisher.metrics import PublisherMetrics
 from runtime.errors import ScdError
 
 log = logging.getLogger(__name__)
+
+# The largest sequence number (its varint is the longest): the size check uses it.
+MAX_SEQUENCE = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -56,11 +60,12 @@ class Distributor:
         instance_id: str,
         metrics: PublisherMetrics,
         throttle: Callable[[], float],
+        sequencer: Sequencer,
         signer: RecordSigner | None = None,
     ) -> None:
         """``throttle`` holds a request back as long as throttling asks
-        (publisher/queues/throttle.py) and returns how long that was; ``signer`` signs each package
-        record (signed records)."""
+        (publisher/queues/throttle.py) and returns how long that was; ``sequencer`` numbers each
+        package record (journal/sequence.py); ``signer`` signs it (signed records)."""
         self.journal = journal
         self.topic = topic
         self.builder = builder
@@ -69,6 +74,7 @@ class Distributor:
         self.instance_id = instance_id
         self.metrics = metrics
         self.throttle = throttle
+        self.sequencer = sequencer
         self.signer = signer
 
     def distribute(
@@ -92,14 +98,19 @@ class Distributor:
         spilled = self.spill.needed(len(built.data))
         key = self.spill.key_for(built.package_id) if spilled else None
         message = self.message(built, key)
-        value, headers = encode(message)
-        if self.signer is not None:
-            headers = self.signer.signed_headers(self.topic, headers, value)
-        # Refuse an oversized record (thousands of paths) before a blob is stored for it.
+        # Refuse an oversized record (thousands of paths) before a blob is stored for it; the
+        # largest number stands in for the one given just before sending.
+        message.sequence = MAX_SEQUENCE
+        value, headers = self._encoded(message)
         self.journal.check_size(self.topic, value, None, headers)
         if key is not None:
             self.spill.store(built.package_id, built.data, built.checksum)
-        offset = self.journal.send(self.topic, value, headers=headers)
+        # Numbered and sent under the sequencer's lock: this instance's records reach the log in
+        # the order of their numbers.
+        with self.sequencer.numbering() as sequence:
+            message.sequence = sequence
+            value, headers = self._encoded(message)
+            offset = self.journal.send(self.topic, value, headers=headers)
         if key is not None:
             self.spill.stamp(key, offset)
         self.metrics.enqueue_package_duration.observe(time.perf_counter() - built_at)
@@ -131,6 +142,12 @@ class Distributor:
             binaries_referenced=len(built.blob_refs),
             throttled_s=throttled_s,
         )
+
+    def _encoded(self, message: PackageMessage) -> tuple[bytes, dict[str, str]]:
+        value, headers = encode(message)
+        if self.signer is not None:
+            headers = self.signer.signed_headers(self.topic, headers, value)
+        return value, headers
 
     def message(self, built: BuiltPackage, blob_key: str | None) -> PackageMessage:
         message = PackageMessage(
