@@ -163,6 +163,11 @@ class PublisherSettings(ScdSettings):
     fetch_timeout_s: float = Field(default=DEFAULT_FETCH_TIMEOUT_S, gt=0)
     blocked_after_attempts: int = Field(default=DEFAULT_BLOCKED_AFTER_ATTEMPTS, ge=1)
     max_page_items: int = Field(default=DEFAULT_MAX_PAGE_ITEMS, ge=1)
+    aggregate_subscriber_queues: bool = Field(
+        default=False,
+        description="Show two aggregated queues (editable subscribers, clearable; all "
+        "subscribers, read-only) instead of one queue per subscriber.",
+    )
     max_subscribers: int = Field(
         default=DEFAULT_MAX_SUBSCRIBERS,
         ge=1,

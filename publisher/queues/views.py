@@ -7,12 +7,20 @@ any queue is, IDLE when all are empty, RUNNING otherwise.
 
 Nothing is copied per queue: sizes are bisects into the shared cache, and items are decoded
 only for the page asked for.
+
+Aggregated (Sling's ``aggregateSubscriberQueues``): instead of one queue per subscriber, two,
+``EDITABLE_QUEUE`` over the alive editable subscribers and ``ALL_QUEUE`` over every alive
+subscriber, each holding the packages after the lowest processed offset among its members
+(the backlog of the member furthest behind). A queue is BLOCKED when one of its members is;
+its error queue merges the members'. Only the editable one can be cleared
+(publisher/aggregated_clear.py).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from publisher.discovery import DiscoveryView, Subscriber
@@ -23,6 +31,10 @@ from publisher.queues.error_queues import ErrorQueues, ReportedError
 from runtime.clock import now_ms
 
 ERROR_QUEUE_SUFFIX = "-error"
+# The aggregated queues' names; the instance id part (``aggregated``) keeps them apart from any
+# ``<instance id>-<agent name>`` a subscriber announces unless one calls itself so.
+EDITABLE_QUEUE = "aggregated-editable"
+ALL_QUEUE = "aggregated-all"
 
 
 class QueueState(StrEnum):
@@ -42,6 +54,8 @@ class QueueSummary:
     head_attempts: int
     lag_ms: int
     error_queue_size: int
+    # The subscribers an aggregated queue stands for (empty for a subscriber's own queue).
+    members: tuple[Subscriber, ...] = field(default=())
 
     @property
     def error_queue_name(self) -> str:
@@ -81,6 +95,7 @@ class Queues:
         topic: str,
         blocked_after_attempts: int,
         clock_ms: Callable[[], int] = now_ms,
+        aggregate: bool = False,
     ) -> None:
         self.cache = cache
         self.discovery = discovery
@@ -89,6 +104,7 @@ class Queues:
         self.topic = topic
         self.blocked_after_attempts = blocked_after_attempts
         self.clock_ms = clock_ms
+        self.aggregate = aggregate
 
     def processed_offset(self, subscriber: Subscriber) -> int | None:
         state = subscriber.states.get(self.agent_name)
@@ -104,8 +120,11 @@ class Queues:
         return self.page()[1]
 
     def page(self, skip: int = 0, limit: int | None = None) -> tuple[int, list[QueueSummary]]:
-        """(alive subscribers, summaries of the ``limit`` queues after the first ``skip``, by
-        name): only the page's queues are computed."""
+        """(queues, summaries of the ``limit`` queues after the first ``skip``, by name): only
+        the page's queues are computed."""
+        if self.aggregate:
+            queues = [self._aggregated(n) for n in self.aggregated_names()]
+            return len(queues), queues[skip:] if limit is None else queues[skip : skip + limit]
         alive = self.discovery.alive()
         subscribers = alive[skip:] if limit is None else alive[skip : skip + limit]
         offsets = [o for s in subscribers if (o := self.processed_offset(s)) is not None]
@@ -113,7 +132,65 @@ class Queues:
             self.cache.ensure(min(offsets) + 1)
         return len(alive), [self._summary(s) for s in subscribers]
 
+    def aggregated_names(self) -> list[str]:
+        """The aggregated queues that have members now, by name."""
+        alive = self.discovery.alive()
+        names = [ALL_QUEUE] if alive else []
+        if any(s.editable for s in alive):
+            names.insert(0, EDITABLE_QUEUE)
+        return names
+
+    def members(self, name: str) -> list[Subscriber]:
+        """The alive subscribers of an aggregated queue; QueueNotFound when it has none."""
+        alive = self.discovery.alive()
+        members = [s for s in alive if s.editable] if name == EDITABLE_QUEUE else alive
+        if not members:
+            raise QueueNotFound(f"the aggregated queue {name!r} has no alive subscriber")
+        return members
+
+    def is_aggregated(self, name: str) -> bool:
+        return self.aggregate and name in (EDITABLE_QUEUE, ALL_QUEUE)
+
+    def _aggregated(self, name: str) -> QueueSummary:
+        members = self.members(name)
+        offsets = [o for s in members if (o := self.processed_offset(s)) is not None]
+        processed = min(offsets) if offsets else None
+        if processed is not None:
+            self.cache.ensure(processed + 1)
+        summaries = [self._summary(s) for s in members]
+        behind = [x for x in summaries if x.processed_offset is not None]
+        lowest = [x for x in behind if x.processed_offset == processed]
+        head = self.cache.head_after(processed) if processed is not None else None
+        states = {x.state for x in summaries}
+        state = (
+            QueueState.BLOCKED
+            if QueueState.BLOCKED in states
+            else QueueState.IDLE
+            if head is None
+            else QueueState.RUNNING
+        )
+        return QueueSummary(
+            name=name,
+            subscriber=Subscriber(
+                sling_id="aggregated",
+                agent_name=name.removeprefix("aggregated-"),
+                editable=name == EDITABLE_QUEUE,
+                max_retries=max(s.max_retries for s in members),
+                last_seen_ms=max(s.last_seen_ms for s in members),
+            ),
+            processed_offset=processed,
+            state=state,
+            size=self.cache.count_after(processed) if processed is not None else 0,
+            head_offset=head[0] if head is not None else None,
+            head_attempts=max((x.head_attempts for x in lowest), default=0),
+            lag_ms=max(0, self.clock_ms() - head[1]) if head is not None else 0,
+            error_queue_size=sum(x.error_queue_size for x in summaries),
+            members=tuple(members),
+        )
+
     def summary(self, name: str) -> QueueSummary:
+        if self.is_aggregated(name):
+            return self._aggregated(name)
         subscriber = self.subscriber(name)
         processed = self.processed_offset(subscriber)
         if processed is not None:
@@ -154,6 +231,21 @@ class Queues:
         )
 
     def items(self, name: str, skip: int, limit: int) -> list[QueueItem]:
+        if self.is_aggregated(name):
+            summary = self._aggregated(name)
+            if summary.processed_offset is None:
+                return []
+            entries = self.cache.items_after(summary.processed_offset, skip, limit)
+            return [
+                QueueItem(
+                    id=entry_id(self.topic, e.offset),
+                    offset=e.offset,
+                    entry=e,
+                    attempts=summary.head_attempts if skip == 0 and i == 0 else 0,
+                    last_error=self._member_error(summary.members, e.offset),
+                )
+                for i, e in enumerate(entries)
+            ]
         subscriber = self.subscriber(name)
         processed = self.processed_offset(subscriber)
         if processed is None:
@@ -172,8 +264,40 @@ class Queues:
             for i, e in enumerate(entries)
         ]
 
+    def _member_error(self, members: tuple[Subscriber, ...], offset: int) -> ReportedError | None:
+        for s in members:
+            error = self.errors.last_error(s.queue_name, offset)
+            if error is not None:
+                return error
+        return None
+
     def error_items(self, name: str, skip: int, limit: int) -> list[QueueItem]:
         base = name.removesuffix(ERROR_QUEUE_SUFFIX)
+        if self.is_aggregated(base):
+            # Each member's error queue is sorted: merged, the first skip + limit items need
+            # no more than that many from each. A package several members gave up on is an
+            # item per member, as in their own error queues.
+            members = self.members(base)
+            lists = [
+                [(offset, i) for offset in self.errors.offsets(s.queue_name, 0, skip + limit)]
+                for i, s in enumerate(members)
+            ]
+            merged = list(heapq.merge(*lists))[skip : skip + limit]
+            if merged:
+                self.cache.ensure(merged[0][0])
+            items = []
+            for offset, i in merged:
+                error = self.errors.last_error(members[i].queue_name, offset)
+                items.append(
+                    QueueItem(
+                        id=entry_id(self.topic, offset),
+                        offset=offset,
+                        entry=self.cache.entry_at(offset),
+                        attempts=failed_attempts(members[i], error),
+                        last_error=error,
+                    )
+                )
+            return items
         subscriber = self.subscriber(base)
         offsets = self.errors.offsets(base, skip, limit)
         if offsets:

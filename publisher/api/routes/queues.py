@@ -1,4 +1,5 @@
-"""Queues: one per alive subscriber, their items, error queues, and clear."""
+"""Queues: one per alive subscriber (or the two aggregated ones), their items, error queues,
+and clear."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
+from publisher.aggregated_clear import clear_aggregated
 from publisher.api.deps import AgentDep, Authorized
 from publisher.api.models import (
     AgentModel,
@@ -61,7 +63,8 @@ def agent_state(agent: AgentDep) -> AgentModel:
 def list_queues(
     agent: AgentDep, response: Response, skip: Skip = 0, limit: Limit = DEFAULT_PAGE_ITEMS
 ) -> list[QueueModel]:
-    """One queue per alive subscriber, a page at a time; the total is in X-Total-Count."""
+    """One queue per alive subscriber, or with SCD_PUBLISHER_AGGREGATE_SUBSCRIBER_QUEUES the
+    aggregated ones, a page at a time; the total is in X-Total-Count."""
     total, summaries = agent.queues.page(skip, min(limit, agent.settings.max_page_items))
     response.headers[TOTAL_HEADER] = str(total)
     return [QueueModel.of(s) for s in summaries]
@@ -94,7 +97,7 @@ def error_queue_items(
     items = agent.queues.error_items(name, skip, limit)
     return QueuePage(
         queue=f"{name}-error",
-        total=agent.errors.size(name),
+        total=agent.queues.summary(name).error_queue_size,
         skip=skip,
         limit=limit,
         items=[QueueItemModel.of(i) for i in items],
@@ -113,5 +116,10 @@ def error_queue_items(
     },
 )
 def clear_queue(name: str, body: ClearRequest, agent: AgentDep) -> ClearResponse:
-    """Clear an editable subscriber's queue (sends one ClearCommand)."""
+    """Clear an editable subscriber's queue (sends one ClearCommand), or the aggregated
+    editable queue (one ClearCommand to each editable subscriber behind the cleared items)."""
+    if agent.queues.is_aggregated(name):
+        return ClearResponse.of(
+            clear_aggregated(agent.clearer, name, body.mode, body.count, body.offset)
+        )
     return ClearResponse.of(agent.clearer.clear(name, body.mode, body.count, body.offset))
