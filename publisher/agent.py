@@ -22,6 +22,7 @@ from journal.api import Journal, Position
 from journal.errors import JournalError
 from journal.leadership import Leadership
 from journal.messaging import MessagePoller
+from journal.sequence import Sequencer
 from journal.settings import JournalSettings
 from journal.topics import topic_specs
 from journal.wire.messages import DiscoveryMessage, LogMessage, PackageStatusMessage
@@ -110,6 +111,13 @@ class PublisherAgent:
         # Loaded here so that an unreadable key stops the start (ConfigError naming the
         # setting); None: records go unsigned (warned about at start outside dev mode).
         self.signer = signer_from_settings(settings)
+        # Package and command records are numbered from the log's tail (journal/sequence.py);
+        # with a signing key only records the agent's own key signed count there.
+        own_key = self.signer.verifier() if self.signer is not None else None
+        self.sequencers = [
+            Sequencer(journal, topic, settings.agent_name, own_key)
+            for topic in (topics.package, topics.command)
+        ]
         self.distributor = Distributor(
             journal,
             topics.package,
@@ -119,6 +127,7 @@ class PublisherAgent:
             instance_id=settings.instance_id,
             metrics=self.metrics,
             throttle=self.hold_back,
+            sequencer=self.sequencers[0],
             signer=self.signer,
         )
         self.throttle = Throttle(settings.throttle_queue_limit, settings.throttle_max_delay_s)
@@ -154,7 +163,12 @@ class PublisherAgent:
             aggregate=settings.aggregate_subscriber_queues,
         )
         self.clearer = Clearer(
-            journal, topics.command, settings.agent_name, self.queues, self.signer
+            journal,
+            topics.command,
+            settings.agent_name,
+            self.queues,
+            self.sequencers[1],
+            self.signer,
         )
         self.events = DistributedEvents(
             journal,
@@ -267,7 +281,11 @@ class PublisherAgent:
 
     def _leadership_changed(self, leader: bool) -> None:
         self.metrics.leader.set(1 if leader else 0)
-        if not leader:
+        if leader:
+            # Another instance may have sent since this one last read the log.
+            for sequencer in self.sequencers:
+                sequencer.resync()
+        else:
             self.events.reset()
 
     # ------------------------------------------------------------------ loops
