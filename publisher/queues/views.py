@@ -264,6 +264,13 @@ class Queues:
             for i, e in enumerate(entries)
         ]
 
+    def last_error(self, summary: QueueSummary, offset: int) -> ReportedError | None:
+        """The last error reported for ``offset`` in the queue: an aggregated queue's, by
+        the first of its members that reported one."""
+        if not summary.members:
+            return self.errors.last_error(summary.name, offset)
+        return self._member_error(summary.members, offset)
+
     def _member_error(self, members: tuple[Subscriber, ...], offset: int) -> ReportedError | None:
         for s in members:
             error = self.errors.last_error(s.queue_name, offset)

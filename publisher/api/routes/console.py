@@ -249,7 +249,7 @@ def head_errors(agent: AgentDep) -> list[HeadError]:
     for s in agent.queues.summaries():
         if s.head_offset is None:
             continue
-        error = agent.errors.last_error(s.name, s.head_offset)
+        error = agent.queues.last_error(s, s.head_offset)
         if error is not None:
             out.append(
                 HeadError(

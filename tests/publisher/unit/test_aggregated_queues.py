@@ -112,6 +112,26 @@ def test_error_queue_merges_the_members_and_unknown_names_are_404(
     assert client.get("/queues/nope").status_code == 404
 
 
+def test_the_console_shows_a_members_error_at_the_aggregated_head(
+    client: TestClient, journal: SqliteJournal
+) -> None:
+    offsets = distribute(client, 2)
+    a, b = subscriber(journal, "a"), subscriber(journal, "b")
+    a.announce(-1, retries=3)
+    b.announce(offsets[0])
+    a.log_error(offsets[0], "disk full")
+
+    def head_errors() -> list[dict[str, object]]:
+        errors: list[dict[str, object]] = client.get("/console/api/head-errors").json()
+        return errors if len(errors) == 2 else []
+
+    errors = wait_for(head_errors, what="a head error for each aggregated queue")
+    assert {e["queue"] for e in errors} == {EDITABLE_QUEUE, ALL_QUEUE}
+    assert {(e["offset"], e["attempts"], e["message"]) for e in errors} == {
+        (offsets[0], 3, "disk full")
+    }
+
+
 def test_without_subscribers_there_is_no_queue(client: TestClient) -> None:
     assert queues(client) == {}
     assert client.get(f"/queues/{EDITABLE_QUEUE}").status_code == 404
