@@ -59,6 +59,10 @@ class ConsolePage:
     def events(self) -> list[int]:
         return [int(offset) for offset, _ in self._rows("#events", "offset")]
 
+    def failures(self, offset: int) -> list[list[str]]:
+        """The failure events' rows of the package at ``offset``, newest first."""
+        return [cells for o, cells in self._rows("#failures", "offset") if int(o) == offset]
+
     def detail(self, table: str) -> dict[int, list[str]]:
         return {int(offset): cells for offset, cells in self._rows(table, "offset")}
 

@@ -116,6 +116,18 @@ def test_console_in_a_browser(embedded: Embedded, browser: Any, artifacts: Path)
         IMPORT_WAIT_S,
         "edge-a's error queue entry",
     )
+    # Each failed attempt is a failure event: edge-a's only attempt discards the package,
+    # edge-b's are retried.
+    page.wait(
+        lambda: any(row[4] == "discarded" for row in page.failures(bad)),
+        "edge-a's failure event",
+        IMPORT_WAIT_S,
+    )
+    page.wait(lambda: any(row[4] == "retried" for row in page.failures(bad)), "edge-b's")
+    (discarded,) = [row for row in page.failures(bad) if row[4] == "discarded"]
+    assert discarded[1].endswith("-edge-a"), discarded
+    assert discarded[2] == "1 / 1", discarded  # max_retries 0: one attempt in all
+    assert discarded[3].startswith("transient PackageUnavailable: "), discarded
     embedded.report_error("edge-a", bad, EVIL_ERROR)
     page.wait(lambda: page.queues()[qb]["state"] == "BLOCKED", "edge-b blocked", IMPORT_WAIT_S)
     assert page.queues()[qb]["size"] == "3"
