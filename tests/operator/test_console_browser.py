@@ -2,7 +2,8 @@
 publisher and two real subscribers on the embedded journal: the page loads and shows both
 queues; a wrong token is refused visibly and changes nothing; a distribute made through the
 page appears on the log and drains; markup and terminal escapes in a path and in errors are
-shown as text; a clear made through the page shrinks a blocked queue; a phone-sized window
+shown as text; each subscriber's failed attempt shows as a failure event (discarded or
+retried); a clear made through the page shrinks a blocked queue; a phone-sized window
 needs no sideways scrolling; 100 subscribers page, filter and sort.
 
 Screenshots land in build/test-artifacts/console (SCD_TEST_ARTIFACTS), hostile text included;
