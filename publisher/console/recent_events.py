@@ -70,6 +70,9 @@ class RecentEvents:
         self._ends: tuple[int, ...] | None = None
         self._events: list[SeenEvent] = []
         self._failures: list[SeenFailure] = []
+        # Per partition, the record offset below which bad records were counted already: each
+        # read goes over the window again, a bad record is counted once.
+        self._counted: dict[int, int] = {}
 
     def latest(self, limit: int) -> tuple[list[SeenEvent], str | None]:
         """This agent's last ``limit`` events, newest first, and why a fresh read failed (the
@@ -133,7 +136,9 @@ class RecentEvents:
         try:
             event = failure_events.parse(record.value)
         except DecodeError as exc:
-            self.bad_records.report(record, BadRecord(str(exc)))
+            if record.offset >= self._counted.get(record.partition, 0):
+                self._counted[record.partition] = record.offset + 1
+                self.bad_records.report(record, BadRecord(str(exc)))
             return None
         if event.pub_agent_name != self.agent_name:
             return None

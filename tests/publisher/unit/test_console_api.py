@@ -197,6 +197,10 @@ def test_failure_events_are_shown_and_hostile_ones_skipped_and_counted(
     )
     bad = f'scd_publisher_bad_records_total{{topic="{topic}"}} 4.0'
     assert bad in client.get("/metrics").text
+    # A new record makes the console read the window again: the bad ones are not counted twice.
+    journal.send(topic, good.to_json(), key=b"s", headers=failure_events.headers())
+    wait_for(lambda: len(shown()) == 2, what="the second failure event")
+    assert bad in client.get("/metrics").text
     # The read-back of distributed events passes them by: not taken for an event of this agent
     # (whose offset 3 would be beyond the empty log's end, a bad record), nor counted again.
     assert agent.events.read_back() is None
