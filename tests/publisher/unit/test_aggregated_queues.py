@@ -92,6 +92,24 @@ def test_a_clear_applies_to_every_editable_subscriber_behind_and_the_other_is_re
     assert bad.status_code == 400
 
 
+def test_a_clear_up_to_an_offset_skips_the_subscribers_already_past_it(
+    client: TestClient, journal: SqliteJournal
+) -> None:
+    offsets = distribute(client, 3)
+    behind, ahead = subscriber(journal, "e1"), subscriber(journal, "e2")
+    behind.announce(-1)
+    ahead.announce(offsets[1])
+    wait_queue(client, EDITABLE_QUEUE, size=3)
+    answer = client.post(
+        f"/queues/{EDITABLE_QUEUE}/clear", json={"mode": "upTo", "offset": offsets[0]}
+    )
+    assert answer.status_code == 200, answer.text
+    assert (answer.json()["removed"], answer.json()["clearOffset"]) == (1, offsets[0])
+    assert [(c.sub_sling_id, c.clear_command.offset) for c in commands(journal)] == [
+        ("e1", offsets[0])
+    ]
+
+
 def test_error_queue_merges_the_members_and_unknown_names_are_404(
     client: TestClient, journal: SqliteJournal
 ) -> None:
