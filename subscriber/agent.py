@@ -213,6 +213,8 @@ class SubscriberAgent:
             return "STARTING"
         if self.loop.gaps.behind is not None:
             return "BEHIND_LOG"
+        if self.loop.sequences.gap is not None:
+            return "SEQUENCE_GAP"
         if self.retries:
             return "BLOCKED" if self.settings.max_retries < 0 else "RETRYING"
         return "RUNNING" if self.lag else "IDLE"
@@ -248,7 +250,7 @@ class SubscriberAgent:
             return False, self.role.describe()
         if not self.holds_position:
             return False, "no position yet: where a new store starts is not fixed"
-        behind = self.loop.gaps.reason()
+        behind = self.loop.gaps.reason() or self.loop.sequences.reason()
         if behind is not None:
             return False, behind
         return supervised_check(self.readiness.check, self.supervisor)()

@@ -122,6 +122,26 @@ class SubscriberMetrics:
             ["agent", "action"],
             registry=r,
         )
+        # Replays refused and sequence gaps (subscriber/bookkeeper/sequences.py).
+        self._replayed_records = Counter(
+            "scd_replayed_records",
+            "Records skipped because their sequence number was applied already (a copied or "
+            "reordered record), by kind: package or command",
+            ["agent", "kind"],
+            registry=r,
+        )
+        self.sequence_gap = Gauge(
+            "scd_sequence_gap",
+            "1 while a gap in a publisher agent's sequence numbers is reported (SEQUENCE_GAP)",
+            label,
+            registry=r,
+        ).labels(agent)
+        self.sequence_gaps = Counter(
+            "scd_sequence_gaps",
+            "Gaps in a publisher agent's sequence numbers: packages missing from the log",
+            label,
+            registry=r,
+        ).labels(agent)
         self.skipped_gap_offsets = Counter(
             "scd_skipped_gap_offsets",
             "Offsets skipped in accepted gaps: packages deleted before this subscriber read them",
@@ -239,6 +259,9 @@ class SubscriberMetrics:
         """A gap before the next offset: ``stopped`` at, or ``skipped`` (``offsets`` of it)."""
         self._log_gaps.labels(self.agent, action).inc()
         self.skipped_gap_offsets.inc(offsets)
+
+    def replayed(self, kind: str) -> None:
+        self._replayed_records.labels(self.agent, kind).inc()
 
     def command_ignored(self, reason: str) -> None:
         self._ignored_commands.labels(self.agent, reason).inc()

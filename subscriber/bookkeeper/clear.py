@@ -6,6 +6,13 @@ and clears no further than the package topic's latest offset. The clear applies 
 packages of the agent it names only. The command reader only records a request; the import
 thread checks it against the log and persists it in the store (``persist``), so a clear
 survives restarts and is never half applied.
+
+A numbered command (journal/sequence.py) is obeyed only when its number is above the last one
+applied for its agent (stored with the clear offset) and the last one read: a copied clear
+command clears nothing again. One numbered at or below a command read since this process
+started is a replay (``scd_replayed_records_total{kind="command"}``, logged); the commands read
+again from the topic's start at each start are below the stored number too, and are passed over
+without a word.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ class ClearRequests:
         self.verifier = verifier
         self._lock = threading.Lock()
         self._requested: dict[str, int] = {}  # pub agent -> highest clear offset requested
+        self._numbers: dict[str, int] = {}  # pub agent -> highest command number read
 
     def on_command(self, command: m.CommandMessage, record: Record) -> None:
         if command.sub_agent_name != self.name or command.sub_sling_id != self.instance_id():
@@ -67,10 +75,33 @@ class ClearRequests:
             )
             return
         offset = command.clear_command.offset
+        number = command.sequence
         with self._lock:
+            if number and not self._admit(agent, number, record.offset):
+                return
             if offset > self._requested.get(agent, -1):
                 self._requested[agent] = offset
                 log.info("%s: clear of %s up to offset %d requested", self.name, agent, offset)
+
+    def _admit(self, agent: str, number: int, offset: int) -> bool:
+        """True when command ``number`` of ``agent`` is new (under ``_lock``)."""
+        read = self._numbers.get(agent, 0)
+        state = self.store.state
+        stored = state.command_sequences.get(agent, 0) if state is not None else 0
+        if number <= read:
+            self.metrics.replayed("command")
+            log.warning(
+                "%s: skipped a replayed clear command at offset %d: sequence %d of %s, at or "
+                "below %d, the last one read",
+                self.name,
+                offset,
+                number,
+                agent,
+                read,
+            )
+            return False
+        self._numbers[agent] = number
+        return number > stored
 
     def cleared(self, pub_agent: str) -> int:
         """Packages of ``pub_agent`` up to this offset are cleared (-1: none)."""
@@ -82,6 +113,7 @@ class ClearRequests:
         the log's latest offset is refused: it would skip packages not yet written."""
         with self._lock:
             pending = {a: o for a, o in self._requested.items() if o > self.cleared(a)}
+            numbers = dict(self._numbers)
         if not pending:
             return
         try:
@@ -100,7 +132,7 @@ class ClearRequests:
                     if self._requested.get(agent) == offset:
                         del self._requested[agent]
                 continue
-            self.store.record_clear(offset, agent)
+            self.store.record_clear(offset, agent, numbers.get(agent, 0))
 
     def _ignore(self, reason: str, text: str) -> None:
         self.metrics.command_ignored(reason)

@@ -40,7 +40,9 @@ from subscriber.bookkeeper.clear import ClearRequests
 from subscriber.bookkeeper.counters import AgentCounters
 from subscriber.bookkeeper.decoding import Decoded, RecordDecoder
 from subscriber.bookkeeper.failures import FailureReporter
+from subscriber.bookkeeper.resume import resume_offset
 from subscriber.bookkeeper.retries import AttemptFailed, Retries, RetryPolicy
+from subscriber.bookkeeper.sequences import SequenceCheck
 from subscriber.bookkeeper.statuses import Bookkeeping
 from subscriber.bookkeeper.triage import InvalidateHook, Triage
 from subscriber.metrics import SubscriberMetrics
@@ -102,8 +104,17 @@ class ImportLoop:
             stop=stop,
             skip=self._skip,
         )
+        self.sequences = SequenceCheck(self.name, store, metrics)
         self.triage = Triage(
-            settings, decoder, clears, self.retries, reporter, metrics, self.counters, invalidate
+            settings,
+            decoder,
+            clears,
+            self.retries,
+            reporter,
+            metrics,
+            self.counters,
+            invalidate,
+            self.sequences,
         )
         self.processed_offset = -1  # in memory; the store may lag by unstored skips
         self._epoch: int | None = None  # the writer epoch the store was claimed with
@@ -130,10 +141,12 @@ class ImportLoop:
         if epoch is not None:
             self.store.claim(epoch, self.role.owner)
         self._epoch = epoch
-        offset = self.store.open().offset
+        state = self.store.open()
+        offset = state.offset
         self.processed_offset = offset if offset is not None else -1
         self.bookkeeping.send_pending_statuses()
-        self._position(offset + 1 if offset is not None else None)
+        # The stored offset may be another log's (a mirror, a moved clone): placed by sequence.
+        self._position(resume_offset(self.journal, self.topic, offset, state.sequences))
 
     def _position(self, next_offset: int | None) -> None:
         """Open the consumer at the next offset (None: a new store's), unless the package
@@ -268,7 +281,7 @@ class ImportLoop:
             if self.stop.is_set():
                 break
             try:
-                changes.add(self.triage.unit(record, decoded))
+                changes.add(self.triage.unit(record, decoded, changes))
             except Exception as exc:  # this package fails: import the ones before it first
                 self._commit_or_retry(changes)
                 self._retry(record, exc)
@@ -367,7 +380,7 @@ class ImportLoop:
 
         def attempt() -> None:
             changes = self.store.begin()
-            changes.add(self.triage.unit(record))
+            changes.add(self.triage.unit(record, changes=changes))
             self._commit(changes)
 
         message = self.decoder.decode(record).package_message

@@ -15,9 +15,10 @@ from subscriber.bookkeeper.counters import AgentCounters
 from subscriber.bookkeeper.decoding import Decoded, RecordDecoder
 from subscriber.bookkeeper.failures import FailureReporter
 from subscriber.bookkeeper.retries import Retries
+from subscriber.bookkeeper.sequences import SequenceCheck
 from subscriber.metrics import SubscriberMetrics
 from subscriber.settings import SubscriberSettings
-from subscriber.store.changes import Unit
+from subscriber.store.changes import ChangeSet, Unit
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class Triage:
         metrics: SubscriberMetrics,
         counters: AgentCounters,
         invalidate: InvalidateHook | None,
+        sequences: SequenceCheck,
     ) -> None:
         self.settings = settings
         self.decoder = decoder
@@ -44,12 +46,16 @@ class Triage:
         self.metrics = metrics
         self.counters = counters
         self.invalidate = invalidate
+        self.sequences = sequences
         # Records of unknown types: anyone with write access can flood the topic with them.
         self._skipped = RateLimitedLog(log)
 
-    def unit(self, record: Record, decoded: Decoded | None = None) -> Unit:
-        """What to do with one record (decoded ahead of time or now); raises when the package
-        cannot be imported now but a retry may mend that."""
+    def unit(
+        self, record: Record, decoded: Decoded | None = None, changes: ChangeSet | None = None
+    ) -> Unit:
+        """What to do with one record (decoded ahead of time or now) that goes into ``changes``
+        (the batch in progress, whose sequence numbers count as applied); raises when the
+        package cannot be imported now but a retry may mend that."""
         offset = record.offset
         if decoded is None:
             decoded = self.decoder.decode(record)
@@ -69,12 +75,17 @@ class Triage:
         agent, created = message.pub_agent_name, message.created_ms
         if agent not in self.settings.pub_agents:
             return Unit(offset, agent, message.pkg_id, message.req_type)
+        if decoded.permanent:  # a record that fails verification: its number is no evidence
+            return self._failed_permanently(offset, agent, message.pkg_id, decoded)
+        number = message.sequence
+        if not self.sequences.admit(agent, number, offset, changes.sequences if changes else {}):
+            return Unit(offset, agent, message.pkg_id, m.ReqType.TEST)
         if offset <= self.clears.cleared(agent):
             self.retries.cleared += 1
             status = m.Status.REMOVED if self.settings.editable else None
-            return Unit(offset, agent, message.pkg_id, message.req_type, None, status, created)
-        if decoded.permanent:
-            return self._failed_permanently(offset, agent, message.pkg_id, decoded)
+            return Unit(
+                offset, agent, message.pkg_id, message.req_type, None, status, created, number
+            )
         if decoded.error is not None:
             raise decoded.error
         assert decoded.package is not None, "a followed agent's package is read when decoded"
@@ -82,7 +93,14 @@ class Triage:
             self.invalidate([*message.paths], message)
         status = m.Status.IMPORTED if self.settings.editable else None
         return Unit(
-            offset, agent, message.pkg_id, message.req_type, decoded.package, status, created
+            offset,
+            agent,
+            message.pkg_id,
+            message.req_type,
+            decoded.package,
+            status,
+            created,
+            number,
         )
 
     def _failed_permanently(self, offset: int, agent: str, pkg_id: str, decoded: Decoded) -> Unit:

@@ -41,6 +41,10 @@ class StoreState:
     # (offset, pub_agent, status name), in offset order
     sent_statuses_up_to: int = -1  # statuses up to here were sent and may be purged
     scopes: int = 0  # scope rows not yet folded (``Store.fold``)
+    # Last sequence number applied per publisher agent, of packages and of clear commands
+    # (subscriber/bookkeeper/sequences.py); committed with the content and the clear offset.
+    sequences: dict[str, int] = field(default_factory=dict)
+    command_sequences: dict[str, int] = field(default_factory=dict)
 
     def clear_offset(self, pub_agent: str) -> int:
         """Packages of ``pub_agent`` up to this offset were cleared (-1: none)."""
@@ -84,13 +88,15 @@ class Store(Protocol):
         """A unit of work against the content the store holds now."""
 
     def commit(self, changes: ChangeSet) -> None:
-        """Apply a unit of work: content, offset and statuses in one atomic commit."""
+        """Apply a unit of work: content, offset, statuses and the highest sequence number per
+        agent (``changes.sequences``) in one atomic commit."""
 
     def record_offset(self, offset: int, reason: str) -> None:
         """Commit a processed offset with no content change (start position)."""
 
-    def record_clear(self, offset: int, pub_agent: str) -> int:
-        """Persist the clear offset of ``pub_agent`` = max(old, new); returns the one in force."""
+    def record_clear(self, offset: int, pub_agent: str, sequence: int = 0) -> int:
+        """Persist the clear offset of ``pub_agent`` = max(old, new), and in the same commit the
+        clear command's sequence number (0: not numbered); returns the offset in force."""
 
     def forget_statuses(self, up_to_offset: int) -> None:
         """Remove sent statuses (offset <= up_to_offset) and superseded offset rows."""

@@ -34,6 +34,7 @@ class Unit:
     package: ContentPackage | None = None  # None: skipped (not for us, cleared or failed)
     status: int | None = None  # Status to report for this offset, if any
     created_ms: int = 0
+    sequence: int = 0  # the record's sequence number, applied with it (0: not numbered)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,8 @@ class ChangeSet:
     scopes: list[Scope] = field(default_factory=list)
     statuses: list[tuple[int, str, int]] = field(default_factory=list)
     units: list[Unit] = field(default_factory=list)
+    # Highest sequence number per publisher agent among the units (journal/sequence.py).
+    sequences: dict[str, int] = field(default_factory=dict)
     # Each path at or above an upserted node -> the upserted nodes at or below it.
     _below: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set), repr=False)
 
@@ -79,6 +82,8 @@ class ChangeSet:
             self._apply(unit, unit.package)
         if unit.status is not None:
             self.statuses.append((unit.offset, unit.pub_agent, unit.status))
+        if unit.sequence > self.sequences.get(unit.pub_agent, 0):
+            self.sequences[unit.pub_agent] = unit.sequence
         self.units.append(unit)
 
     def _apply(self, unit: Unit, package: ContentPackage) -> None:

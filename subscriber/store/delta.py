@@ -37,7 +37,10 @@ from subscriber.store.rows import (
     KIND_META,
     KIND_OFFSET,
     KIND_SCOPE,
+    KIND_SEQUENCE,
     KIND_STATUS,
+    SEQUENCE_COMMAND,
+    SEQUENCE_PACKAGE,
     StoredNode,
     bookkeeping_row,
     node_row,
@@ -80,7 +83,9 @@ STORE_SESSION_CONF = {
 SINGLE_TASK_ROWS = 1000
 
 
-BOOKKEEPING_KINDS = f"('{KIND_OFFSET}', '{KIND_CLEAR}', '{KIND_STATUS}', '{KIND_META}')"
+BOOKKEEPING_KINDS = (
+    f"('{KIND_OFFSET}', '{KIND_CLEAR}', '{KIND_STATUS}', '{KIND_META}', '{KIND_SEQUENCE}')"
+)
 
 
 def _write_checkpoint(spark: Any, location: str) -> None:
@@ -151,6 +156,11 @@ class DeltaStore:
         statuses = sorted(
             (r["offset"], r["pub_agent"], r["status"]) for r in books if r["kind"] == KIND_STATUS
         )
+        sequences: dict[str, dict[str, int]] = {SEQUENCE_PACKAGE: {}, SEQUENCE_COMMAND: {}}
+        for r in books:
+            if r["kind"] == KIND_SEQUENCE and r["info"] in sequences:
+                by_agent = sequences[r["info"]]
+                by_agent[r["pub_agent"]] = max(by_agent.get(r["pub_agent"], 0), r["offset"])
         instance = next(
             (r["info"] for r in books if r["kind"] == KIND_META and r["path"] == meta_key), None
         )
@@ -172,6 +182,8 @@ class DeltaStore:
             clear_offsets=clears,
             pending_statuses=statuses,
             scopes=scopes,
+            sequences=sequences[SEQUENCE_PACKAGE],
+            command_sequences=sequences[SEQUENCE_COMMAND],
         )
         log.info(
             "content store %s: instance %s, offset %s, clear %s, %d pending statuses, %d scopes",
@@ -263,6 +275,10 @@ class DeltaStore:
                 bookkeeping_row(KIND_STATUS, off, now, pub_agent=agent, status=st)
                 for off, agent, st in statuses
             ),
+            *(
+                bookkeeping_row(KIND_SEQUENCE, n, now, pub_agent=agent, info=SEQUENCE_PACKAGE)
+                for agent, n in changes.sequences.items()
+            ),
         ]
         try:
             self._write([*rows, *books], user_metadata=changes.summary())
@@ -280,6 +296,8 @@ class DeltaStore:
         self.state.offset = last.offset
         self.state.pending_statuses.extend(statuses)
         self.state.scopes += len(changes.scopes)
+        for agent, number in changes.sequences.items():
+            self.state.sequences[agent] = max(self.state.sequences.get(agent, 0), number)
 
     def committed_offset(self) -> int | None:
         """The processed offset in the table (None before the first one)."""
@@ -301,15 +319,32 @@ class DeltaStore:
         )
         self.state.offset = offset
 
-    def record_clear(self, offset: int, pub_agent: str) -> int:
-        """Persist the clear offset of ``pub_agent`` = max(old, new); returns the one in force."""
+    def record_clear(self, offset: int, pub_agent: str, sequence: int = 0) -> int:
+        """Persist the clear offset of ``pub_agent`` = max(old, new), and in the same commit the
+        clear command's sequence number (0: not numbered); returns the offset in force."""
         assert self.state is not None, "open() the store first"
+        now = now_ms()
+        rows = []
         if offset > self.state.clear_offset(pub_agent):
-            self._write(
-                [bookkeeping_row(KIND_CLEAR, offset, now_ms(), pub_agent=pub_agent)],
-                user_metadata={"clear": offset, "pub_agent": pub_agent},
+            rows.append(bookkeeping_row(KIND_CLEAR, offset, now, pub_agent=pub_agent))
+        if sequence > self.state.command_sequences.get(pub_agent, 0):
+            rows.append(
+                bookkeeping_row(
+                    KIND_SEQUENCE, sequence, now, pub_agent=pub_agent, info=SEQUENCE_COMMAND
+                )
             )
-            self.state.clear_offsets[pub_agent] = offset
+        if rows:
+            self._write(
+                rows,
+                user_metadata={"clear": offset, "pub_agent": pub_agent, "sequence": sequence},
+            )
+            self.state.clear_offsets[pub_agent] = max(
+                offset, self.state.clear_offsets.get(pub_agent, -1)
+            )
+            if sequence:
+                self.state.command_sequences[pub_agent] = max(
+                    sequence, self.state.command_sequences.get(pub_agent, 0)
+                )
         return self.state.clear_offset(pub_agent)
 
     def forget_statuses(self, up_to_offset: int) -> None:
@@ -328,9 +363,19 @@ class DeltaStore:
             table = self.spark.read.format("delta").load(self.location)
             kept = table.where(f"kind = '{KIND_OFFSET}' AND offset = {int(current)}").collect()
         if kept:
+            # The sequence rows are folded the same way: the current number per agent stays.
+            now = now_ms()
+            numbers = [
+                bookkeeping_row(KIND_SEQUENCE, n, now, pub_agent=agent, info=info)
+                for info, by_agent in (
+                    (SEQUENCE_PACKAGE, self.state.sequences),
+                    (SEQUENCE_COMMAND, self.state.command_sequences),
+                )
+                for agent, n in by_agent.items()
+            ]
             self._write(
-                [tuple(kept[0][c] for c in COLUMNS)],
-                replace_where=f"{statuses} OR kind = '{KIND_OFFSET}'",
+                [tuple(kept[0][c] for c in COLUMNS), *numbers],
+                replace_where=f"{statuses} OR kind IN ('{KIND_OFFSET}', '{KIND_SEQUENCE}')",
                 user_metadata={"purge": {"statuses_up_to": up_to_offset, "offset": current}},
             )
         else:  # no offset row to keep (none stored yet): delete what is superseded

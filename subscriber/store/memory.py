@@ -64,6 +64,8 @@ class MemoryStore:
     epoch: int | None = None  # this view's claim (None: unguarded)
     _instance: str = field(default_factory=lambda: uuid.uuid4().hex)
     _clears: dict[str, int] = field(default_factory=dict)
+    _sequences: dict[str, int] = field(default_factory=dict)
+    _command_sequences: dict[str, int] = field(default_factory=dict)
     _statuses: list[tuple[int, str, str]] = field(default_factory=list)
 
     @property
@@ -96,6 +98,8 @@ class MemoryStore:
             clear_offsets=dict(self._clears),
             pending_statuses=sorted(self._statuses),
             scopes=self.scopes,
+            sequences=dict(self._sequences),
+            command_sequences=dict(self._command_sequences),
         )
         return self.state
 
@@ -123,12 +127,14 @@ class MemoryStore:
         statuses = [(o, a, status_name(s)) for o, a, s in changes.statuses]
         self._statuses.extend(statuses)
         self._offset = last.offset
+        _raise(self._sequences, changes.sequences)
         self.history.append((changes.first_offset, last.offset))
         self.files += 1
         self.commits_since_checkpoint += 1
         self.state.offset = last.offset
         self.state.pending_statuses.extend(statuses)
         self.state.scopes = self.scopes
+        _raise(self.state.sequences, changes.sequences)
         if self.fail_commits:
             self.fail_commits -= 1
             raise RuntimeError("injected failure after the commit landed")
@@ -142,9 +148,12 @@ class MemoryStore:
         self._offset = self.state.offset = offset
         self.recorded_offsets.append((offset, reason))
 
-    def record_clear(self, offset: int, pub_agent: str) -> int:
+    def record_clear(self, offset: int, pub_agent: str, sequence: int = 0) -> int:
         assert self.state is not None
         self._guard()
+        if sequence:
+            _raise(self._command_sequences, {pub_agent: sequence})
+            _raise(self.state.command_sequences, {pub_agent: sequence})
         if offset > self.state.clear_offset(pub_agent):
             self._clears[pub_agent] = self.state.clear_offsets[pub_agent] = offset
         return self.state.clear_offset(pub_agent)
@@ -222,3 +231,9 @@ class MemoryLease:
             return None
         self.record, self.version = record, self.version + 1
         return str(self.version)
+
+
+def _raise(sequences: dict[str, int], new: dict[str, int]) -> None:
+    """Keep the larger number per agent (the stored sequence rows' maximum)."""
+    for agent, number in new.items():
+        sequences[agent] = max(sequences.get(agent, 0), number)

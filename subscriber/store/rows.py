@@ -11,6 +11,8 @@ content changes and its offset land in one Delta commit:
 * ``clear``: clear offset from clear commands (append-only; the current one is the maximum).
 * ``status``: package statuses committed with their import, to be sent after it.
 * ``meta``: the subscriber instance id, per table location.
+* ``sequence``: the last sequence number applied per publisher agent (``offset`` holds the
+  number, ``info`` ``package`` or ``command``); append-only, the current one is the maximum.
 
 An import only ever appends: an update or a delete costs what a new page costs. The current
 tree is the node versions no later scope covers (subscriber.store.current_tree, the query
@@ -35,6 +37,9 @@ KIND_OFFSET = "offset"
 KIND_CLEAR = "clear"
 KIND_STATUS = "status"
 KIND_META = "meta"
+KIND_SEQUENCE = "sequence"
+SEQUENCE_PACKAGE = "package"
+SEQUENCE_COMMAND = "command"
 
 SCHEMA = (
     "kind STRING NOT NULL, path STRING NOT NULL, parent STRING, name STRING, "

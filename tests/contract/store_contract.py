@@ -104,6 +104,23 @@ class StoreContract:
         assert state.clear_offset("publish") == 5
         assert state.clear_offset("other") == -1
 
+    def test_sequence_numbers_are_committed_with_the_content_and_only_grow(
+        self, stores: Stores
+    ) -> None:
+        store = stores.new()
+        store.open()
+        first = add(0, "/a", node("/a"))
+        other = dataclasses.replace(delete(1, "/b"), pub_agent="other", sequence=7)
+        store.commit(new_change_set([dataclasses.replace(first, sequence=3), other]))
+        store.commit(new_change_set([dataclasses.replace(add(2, "/c", node("/c")), sequence=4)]))
+        assert store.record_clear(1, "publish", sequence=2) == 1
+        assert store.record_clear(0, "publish", sequence=1) == 1  # an older command: no change
+        store.forget_statuses(2)  # the purge folds the rows and keeps the current numbers
+        state = stores.again(store).open()
+        assert state.sequences == {"publish": 4, "other": 7}
+        assert state.command_sequences == {"publish": 2}
+        assert paths(store) == ["/a", "/c"]
+
     def test_forgotten_statuses_are_not_pending_after_a_restart(self, stores: Stores) -> None:
         store = stores.new()
         store.open()

@@ -84,3 +84,30 @@ def test_dev_mode_does_not_warn(make_agent: AgentFactory, caplog: pytest.LogCapt
     with caplog.at_level(logging.WARNING, logger="publisher.agent"):
         make_agent(dev_mode=True)
     assert "SIGNING_KEY" not in caplog.text
+
+
+def test_records_are_numbered_from_the_log_across_instances(
+    make_agent: AgentFactory, journal: SqliteJournal
+) -> None:
+    def distribute(agent: object, path: str) -> None:
+        client = TestClient(create_app(agent), headers=AUTH)  # type: ignore[arg-type]
+        response = client.post("/distribute", json={"action": "DELETE", "paths": [path]})
+        assert response.status_code == 200, response.text
+
+    first = make_agent()
+    distribute(first, "/a")
+    distribute(first, "/b")
+    first.stop()
+    second = make_agent(instance_id="other-instance")  # a restart, or another instance
+    distribute(second, "/c")
+    client = TestClient(create_app(second), headers=AUTH)
+    s = subscriber(journal, "c", agent_name="sub-c")
+    s.announce(-1)
+    wait_queue(client, "c-sub-c", size=3)
+    for mode in ("head", "all"):
+        assert client.post("/queues/c-sub-c/clear", json={"mode": mode}).status_code == 200
+
+    packages = [m.decode(r.headers, r.value) for r in records(journal, TOPICS.package)]
+    commands = [m.decode(r.headers, r.value) for r in records(journal, TOPICS.command)]
+    assert [p.sequence for p in packages] == [1, 2, 3]  # type: ignore[attr-defined]
+    assert [c.sequence for c in commands] == [1, 2]  # type: ignore[attr-defined]
