@@ -5,12 +5,18 @@ B's MirrorMaker copy of region A's topic, docs/regions.md) sit at other offsets:
 stored offset there would skip packages or import some twice. The sequence numbers the store
 keeps per publisher agent (subscriber/bookkeeper/sequences.py) survive copying, so they decide:
 
-* the record at the stored offset on this log is a numbered package of an agent whose number is
-  at or below the one the store applied: every package numbered above it comes later on this
-  log, so the next offset is right (the same log, or a copy that holds more records);
-* anything else (a higher number, nothing there, a record of no known agent) means the offset
-  belongs to another log: the store resumes at this log's first retained record and the
-  sequence check skips what it applied (read and decoded, never imported again).
+* the stored offset is past this log's end, or the record there is a numbered package of an
+  agent whose number is above the one the store applied: the offset belongs to another log, on
+  which the packages sit at lower offsets. The store resumes at this log's first retained
+  record and the sequence check skips what it applied (read and decoded, never imported
+  again);
+* anything else resumes after the stored offset, as on the log it came from: a number at or
+  below the applied one (every package numbered above it comes later on this log: the same
+  log, or a copy holding more records, such as MirrorMaker's duplicates), and records that
+  prove nothing (no number, another agent, undecodable), where re-reading the log could import
+  unnumbered packages twice. An offset the log deleted is reported as a lag beyond retention
+  (subscriber/bookkeeper/behind_log.py); once the gap is accepted, the sequence check skips what
+  was applied.
 
 Records without numbers (older publishers) cannot be placed on another log: a store that holds
 no sequence resumes at its offset, as before. The probe reads one record and trusts its number
@@ -41,9 +47,6 @@ PROBE_POLL_S = 0.5
 
 def probe(journal: Journal, topic: str, offset: int) -> Record | None:
     """The record at ``offset`` of ``topic`` (partition 0), or None when the log has none."""
-    earliest, latest = journal.earliest_offset(topic), journal.latest_offset(topic)
-    if not earliest <= offset < latest:
-        return None
     deadline = time.monotonic() + PROBE_TIMEOUT_S
     with journal.consumer(topic, Position.at(offset)) as consumer:
         while time.monotonic() < deadline:
@@ -54,20 +57,17 @@ def probe(journal: Journal, topic: str, offset: int) -> Record | None:
     )
 
 
-def same_log(record: Record | None, sequences: Mapping[str, int]) -> bool:
-    """True when ``record`` (the one at the stored offset) shows this log holds everything the
-    store applied at or before that offset."""
-    if record is None:
-        return False
+def applied_later(record: Record, sequences: Mapping[str, int]) -> bool:
+    """True when ``record`` (the one at the stored offset) is a package numbered above what
+    the store applied of its agent: proof that the offset is another log's."""
     try:
         message = decode(record.headers, record.value)
     except (UnknownMessageType, DecodeError):
         return False
     if not isinstance(message, PackageMessage):
         return False
-    number = record_sequence(message)
     applied = sequences.get(message.pub_agent_name)
-    return number > 0 and applied is not None and number <= applied
+    return applied is not None and record_sequence(message) > applied
 
 
 def resume_offset(
@@ -75,19 +75,24 @@ def resume_offset(
 ) -> int | None:
     """The next offset to read on ``topic`` for a store at ``stored`` holding ``sequences``
     (None: a new store, whose start is decided elsewhere)."""
-    if stored is None or not sequences:
-        return None if stored is None else stored + 1
-    if same_log(probe(journal, topic, stored), sequences):
+    if stored is None:
+        return None
+    if not sequences:
         return stored + 1
-    start = journal.earliest_offset(topic)
+    earliest, latest = journal.earliest_offset(topic), journal.latest_offset(topic)
+    if stored < earliest:
+        return stored + 1  # deleted: a lag beyond retention, reported as such
+    if stored < latest:
+        record = probe(journal, topic, stored)
+        if record is None or not applied_later(record, sequences):
+            return stored + 1
     log.warning(
-        "the stored offset %d does not hold the last package applied on %s (another log, a "
-        "mirror or a cloned store): resuming by sequence from offset %d, skipping the %d "
-        "agents' packages already applied (%s)",
+        "the stored offset %d is not where the last package applied is on %s (another log: a "
+        "mirror or a moved store): resuming by sequence from offset %d, skipping the packages "
+        "already applied (%s)",
         stored,
         topic,
-        start,
-        len(sequences),
+        earliest,
         ", ".join(f"{agent} <= {number}" for agent, number in sorted(sequences.items())[:5]),
     )
-    return start
+    return earliest
