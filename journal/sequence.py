@@ -169,15 +169,16 @@ class Sequencer:
         self.max_scan_records = max_scan_records
         self._lock = threading.Lock()
         self._last: int | None = None  # the last number given; None: read the log first
+        self._stale = False  # set by resync: read the log before the next number
 
     @property
     def last(self) -> int | None:
         return self._last
 
     def resync(self) -> None:
-        """Read the log again before the next number (this instance became leader)."""
-        with self._lock:
-            self._last = None
+        """Read the log again before the next number (this instance became leader). Does not
+        wait for a send in progress: the leadership thread calls it."""
+        self._stale = True
 
     @contextmanager
     def numbering(self) -> Iterator[int]:
@@ -185,8 +186,8 @@ class Sequencer:
         so that this instance writes its numbers in order. The number is spent even when the
         block raises (see the module docstring)."""
         with self._lock:
-            if self._last is None:
-                self._last = self._resume()
+            if self._last is None or self._stale:
+                self._last, self._stale = self._resume(), False
             self._last += 1
             yield self._last
 

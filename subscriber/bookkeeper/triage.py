@@ -75,9 +75,8 @@ class Triage:
         agent, created = message.pub_agent_name, message.created_ms
         if agent not in self.settings.pub_agents:
             return Unit(offset, agent, message.pkg_id, message.req_type)
-        if decoded.permanent:  # a record that fails verification: its number is no evidence
-            return self._failed_permanently(offset, agent, message.pkg_id, decoded)
-        number = message.sequence
+        # A record that fails for good (a bad signature among others): its number is no evidence.
+        number = 0 if decoded.permanent else message.sequence
         if not self.sequences.admit(agent, number, offset, changes.sequences if changes else {}):
             return Unit(offset, agent, message.pkg_id, m.ReqType.TEST)
         if offset <= self.clears.cleared(agent):
@@ -86,6 +85,8 @@ class Triage:
             return Unit(
                 offset, agent, message.pkg_id, message.req_type, None, status, created, number
             )
+        if decoded.permanent:
+            return self._failed_permanently(offset, agent, message.pkg_id, decoded)
         if decoded.error is not None:
             raise decoded.error
         assert decoded.package is not None, "a followed agent's package is read when decoded"
