@@ -21,8 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import boto3
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
 
-from tests.services import S3Service, run_deploy, scd_home
+from journal.api import Journal
+from journal.settings import JournalSettings, TopicSettings
+from tests.services import KafkaService, S3Service, run_deploy, scd_home
 
 if TYPE_CHECKING:
     from types_boto3_s3.client import S3Client
@@ -43,6 +47,11 @@ SINGLE_BROKER_SETTINGS = (
 # MirrorMaker looks for new topics matching a flow's pattern this often (default 10 min): tests
 # create their topics after it starts.
 REFRESH_TOPICS_S = 2
+# MirrorMaker picks up new topics within its refresh interval and copies within a second or
+# two; 90 s covers a loaded 2-core machine.
+MIRROR_TIMEOUT_S = 90.0
+# The topics copied A->B; status and discovery go B->A.
+MIRROR_KINDS = ("package", "command")
 # Package records may be up to the package topic's max.message.bytes (scd's limit, 16 MiB at
 # most); MirrorMaker's producer must be allowed to copy them (its default is 1 MiB).
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
@@ -150,3 +159,45 @@ class BlobReplicator:
                         Bucket=self.target, Key=key, CopySource={"Bucket": self.source, "Key": key}
                     )
                     self.copied.add(key)
+
+
+def on_b(topic: str) -> str:
+    """The name of A's ``topic`` on B (MirrorMaker's default policy, A's alias "ra")."""
+    return f"ra.{topic}"
+
+
+def on_a(topic: str) -> str:
+    """The name of B's ``topic`` on A (B's alias "rb")."""
+    return f"rb.{topic}"
+
+
+def journal_settings(
+    kafka: KafkaService, topics: dict[str, str], mirrored: bool = False
+) -> JournalSettings:
+    """A subscriber's journal settings; ``mirrored``: on B, reading A's topics' copies."""
+    names = dict(topics)
+    if mirrored:
+        names.update({kind: on_b(topics[kind]) for kind in MIRROR_KINDS})
+    return JournalSettings(
+        backend="kafka",
+        bootstrap_servers=kafka.bootstrap,
+        topics=TopicSettings.model_validate(names),
+    )
+
+
+def delete_before(bootstrap: str, topic: str, offset: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, offset)]).values():
+        future.result(timeout=30)
+
+
+def wait_records(journal: Journal, topic: str, count: int) -> None:
+    deadline = time.monotonic() + MIRROR_TIMEOUT_S
+    while True:
+        try:
+            if journal.latest_offset(topic) - journal.earliest_offset(topic) >= count:
+                return
+        except Exception:  # the topic does not exist yet: MirrorMaker creates it
+            pass
+        assert time.monotonic() < deadline, f"{topic}: fewer than {count} records in time"
+        time.sleep(0.2)

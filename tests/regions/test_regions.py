@@ -1,62 +1,78 @@
 """Two regions with real components: Kafka clusters A and B (deploy/kafka.sh), MirrorMaker 2
 (deploy/mirrormaker.sh) copying the package and command topics A->B and the status and
-discovery topics B->A under its default renamed topics, and a lagging blob replicator between
-two buckets of the S3 server. One module: the clusters and MirrorMaker are started once."""
+discovery topics B->A under its default renamed topics, a lagging blob replicator between two
+buckets of the S3 server, and a subscriber (Spark, Delta) that fails over from A to B. One
+module: the clusters and MirrorMaker are started once."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient
 
+from blobstore.factory import open_blob_store
 from journal.api import Position, Record, TopicSpec
 from journal.kafka.journal import KafkaJournal
+from journal.settings import JournalSettings
+from journal.wire import messages as m
+from subscriber.agent import SubscriberAgent
+from subscriber.store.delta import DeltaStore
 from tests import services
-from tests.regions.mirror import BlobReplicator, Flow, mirror_maker, s3_client
-from tests.services import S3Service
+from tests.regions.mirror import (
+    MIRROR_KINDS,
+    BlobReplicator,
+    Flow,
+    delete_before,
+    journal_settings,
+    mirror_maker,
+    on_a,
+    on_b,
+    s3_client,
+    wait_records,
+)
+from tests.services import KafkaService, S3Service
+from tests.subscriber import harness as h
+from tests.subscriber.packages import node, package
+from tests.waiting import wait_for
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(not services.java_available(), reason="Kafka needs Java (17+)"),
 ]
 
-# Records written to A's package topic and deleted (as retention would) before MirrorMaker
+# Records written to A's package topics and deleted (as retention would) before MirrorMaker
 # starts: B's copy then starts at A's offset EARLY, so the two logs' offsets differ by EARLY.
 EARLY = 3
-# MirrorMaker picks up new topics within its refresh interval and copies within a second or
-# two; 90 s covers a loaded 2-core machine.
+# Reading what MirrorMaker copied: see mirror.MIRROR_TIMEOUT_S.
 MIRROR_TIMEOUT_S = 90.0
 # The replicator's lag in the blob test: long enough to see the blob missing in B first.
-BLOB_LAG_S = 2.0
+BLOB_LAG_S = 3.0
 
 
 @dataclass
 class Regions:
+    kafka_a: KafkaService
+    kafka_b: KafkaService
     a: KafkaJournal
     b: KafkaJournal
-    alias_a: str
-    alias_b: str
-    topics: dict[str, str]  # kind -> topic name (the same on both clusters)
+    raw: dict[str, str]  # kind -> topic of the raw-record checks (the same name on A and B)
+    scd: dict[str, str]  # kind -> topic of the subscriber test
 
-    def mirrored_on_b(self, kind: str) -> str:
-        """The name of A's topic ``kind`` on B (MirrorMaker's default policy)."""
-        return f"{self.alias_a}.{self.topics[kind]}"
-
-    def mirrored_on_a(self, kind: str) -> str:
-        return f"{self.alias_b}.{self.topics[kind]}"
+    on_b = staticmethod(on_b)
+    on_a = staticmethod(on_a)
 
 
 @pytest.fixture(scope="module")
 def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Regions]:
     workdir: Path = tmp_path_factory.mktemp("regions")
     prefix = services.unique_name("regions")
-    topics = services.unique_topics(prefix)
+    raw, scd = services.unique_topics(f"{prefix}-raw"), services.unique_topics(f"{prefix}-scd")
     with ExitStack() as stack:
         (kafka_a, _), (kafka_b, _) = (
             stack.enter_context(services.own_native_kafka("region-a")),
@@ -64,39 +80,28 @@ def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Regions]:
         )
         a = stack.enter_context(KafkaJournal(kafka_a.bootstrap))
         b = stack.enter_context(KafkaJournal(kafka_b.bootstrap))
-        specs = [TopicSpec(name) for name in topics.values()]
+        specs = [TopicSpec(name) for name in raw.values()]
         a.create_topics(specs)
         b.create_topics(specs)
-        for i in range(EARLY):
-            a.send(topics["package"], f"early-{i}".encode())
-        _delete_before(kafka_a.bootstrap, topics["package"], EARLY)
-        regions = Regions(a, b, "ra", "rb", topics)
+        h.create_topics(a, journal_settings(kafka_a, scd))
+        h.create_topics(b, journal_settings(kafka_b, scd))
+        for topic in (raw["package"], scd["package"]):
+            for i in range(EARLY):
+                a.send(topic, f"early-{i}".encode())
+            delete_before(kafka_a.bootstrap, topic, EARLY)
         flows = [
-            Flow("ra", "rb", [topics["package"], topics["command"]]),
-            Flow("rb", "ra", [topics["status"], topics["discovery"]]),
+            Flow("ra", "rb", [t[k] for t in (raw, scd) for k in MIRROR_KINDS]),
+            Flow("rb", "ra", [t[k] for t in (raw, scd) for k in ("status", "discovery")]),
         ]
         clusters = {"ra": kafka_a.bootstrap, "rb": kafka_b.bootstrap}
         stack.enter_context(mirror_maker(f"mm2-{prefix}", clusters, flows, workdir))
-        yield regions
-
-
-def _delete_before(bootstrap: str, topic: str, offset: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_records([TopicPartition(topic, 0, offset)]).values():
-        future.result(timeout=30)
+        yield Regions(kafka_a, kafka_b, a, b, raw, scd)
 
 
 def _read_until(journal: KafkaJournal, topic: str, count: int) -> list[Record]:
     """The first ``count`` records of ``topic``, waiting for the topic and its records."""
+    wait_records(journal, topic, count)
     deadline = time.monotonic() + MIRROR_TIMEOUT_S
-    while True:
-        try:
-            if journal.latest_offset(topic) - journal.earliest_offset(topic) >= count:
-                break
-        except Exception:  # the topic does not exist yet: MirrorMaker creates it
-            pass
-        assert time.monotonic() < deadline, f"{topic}: fewer than {count} records in time"
-        time.sleep(0.2)
     records: list[Record] = []
     with journal.consumer(topic, Position.earliest()) as consumer:
         while len(records) < count:
@@ -107,11 +112,11 @@ def _read_until(journal: KafkaJournal, topic: str, count: int) -> list[Record]:
 
 def test_package_and_command_topics_reach_b_under_other_offsets(regions: Regions) -> None:
     values = [f"package-{i}".encode() for i in range(5)]
-    offsets_a = [regions.a.send(regions.topics["package"], v, key=b"k") for v in values]
-    regions.a.send(regions.topics["command"], b"clear")
+    offsets_a = [regions.a.send(regions.raw["package"], v, key=b"k") for v in values]
+    regions.a.send(regions.raw["command"], b"clear")
 
-    copied = _read_until(regions.b, regions.mirrored_on_b("package"), len(values))
-    commands = _read_until(regions.b, regions.mirrored_on_b("command"), 1)
+    copied = _read_until(regions.b, regions.on_b(regions.raw["package"]), len(values))
+    commands = _read_until(regions.b, regions.on_b(regions.raw["command"]), 1)
 
     assert [r.value for r in copied] == values
     assert [r.key for r in copied] == [b"k"] * len(values)
@@ -119,19 +124,17 @@ def test_package_and_command_topics_reach_b_under_other_offsets(regions: Regions
     assert [r.offset for r in copied] == list(range(len(values)))
     assert [r.value for r in commands] == [b"clear"]
     # B's own topic of that name is untouched: only the renamed copy receives A's records.
-    assert regions.b.latest_offset(regions.topics["package"]) == 0
+    assert regions.b.latest_offset(regions.raw["package"]) == 0
 
 
 def test_status_and_discovery_of_b_reach_a(regions: Regions) -> None:
-    regions.b.send(regions.topics["discovery"], b"announce-b")
-    regions.b.send(regions.topics["status"], b"status-b")
+    regions.b.send(regions.raw["discovery"], b"announce-b")
+    regions.b.send(regions.raw["status"], b"status-b")
 
-    assert [r.value for r in _read_until(regions.a, regions.mirrored_on_a("discovery"), 1)] == [
-        b"announce-b"
-    ]
-    assert [r.value for r in _read_until(regions.a, regions.mirrored_on_a("status"), 1)] == [
-        b"status-b"
-    ]
+    discovery = _read_until(regions.a, regions.on_a(regions.raw["discovery"]), 1)
+    status = _read_until(regions.a, regions.on_a(regions.raw["status"]), 1)
+    assert [r.value for r in discovery] == [b"announce-b"]
+    assert [r.value for r in status] == [b"status-b"]
 
 
 def test_blob_reaches_b_only_after_the_lag(s3_service: S3Service, unique_name: str) -> None:
@@ -150,3 +153,75 @@ def test_blob_reaches_b_only_after_the_lag(s3_service: S3Service, unique_name: s
             time.sleep(0.1)
     assert time.monotonic() - written >= BLOB_LAG_S
     assert client.get_object(Bucket=target, Key="blobs/x")["Body"].read() == b"payload"
+
+
+def _agent(
+    spark: Any, journal: KafkaJournal, js: JournalSettings, s3: S3Service, bucket: str, store: Path
+) -> SubscriberAgent:
+    bs = h.blob_settings(s3, bucket, store.parent)
+    settings = h.subscriber_settings(js, bs, store)
+    agent = SubscriberAgent(settings, journal, DeltaStore(spark, str(store)), open_blob_store(bs))
+    agent.open()
+    return agent
+
+
+def _paths(agent: SubscriberAgent) -> set[str]:
+    return {n.path for n in agent.store.nodes() if n.path.startswith("/r/")}
+
+
+def test_a_subscriber_and_a_clone_of_its_store_fail_over_to_b_by_sequence(
+    regions: Regions, s3_service: S3Service, spark: Any, unique_name: str, tmp_path: Path
+) -> None:
+    """A subscriber imports half a stream from A, stops; it is restarted on B's mirror (only
+    its journal and bucket settings change) and a copy of its store seeds a second one on B.
+    Both import every package once, the last one, spilled, after its blob reached B's bucket."""
+    bucket_a, bucket_b = f"{unique_name}-a", f"{unique_name}-b"
+    js_a = journal_settings(regions.kafka_a, regions.scd)
+    js_b = journal_settings(regions.kafka_b, regions.scd, mirrored=True)
+    blobs_a = open_blob_store(h.blob_settings(s3_service, bucket_a, tmp_path))
+    s3_client(s3_service).create_bucket(Bucket=bucket_b)
+    pages = [f"/r/page-{n}" for n in range(1, 7)]
+
+    def send(n: int, spilled: bool = False) -> int:
+        pkg = package(f"p{n}", m.ReqType.ADD, [(pages[n - 1], True)], [node(pages[n - 1], n=n)])
+        return h.send_package(regions.a, js_a, pkg, blobs=blobs_a if spilled else None, sequence=n)
+
+    store = tmp_path / "store"
+    offsets = [send(n) for n in (1, 2, 3)]
+    assert offsets == [EARLY, EARLY + 1, EARLY + 2]  # on B: 0, 1, 2
+    in_a = _agent(spark, regions.a, js_a, s3_service, bucket_a, store)
+    h.drive(in_a, lambda: in_a.processed_offset == offsets[-1])
+    assert _paths(in_a) == set(pages[:3])
+    in_a.stop()
+    clone = tmp_path / "clone"
+    shutil.copytree(store, clone)
+
+    def fail_over(path: Path, replicator: BlobReplicator) -> None:
+        in_b = _agent(spark, regions.b, js_b, s3_service, bucket_b, path).start()
+        last = regions.b.latest_offset(mirrored) - 1
+        try:
+            if not replicator.copied:
+                # The spilled package is reached before its blob: retried, never skipped.
+                wait_for(lambda: in_b.retries > 0, 180, "a retry of the package without blob")
+                assert in_b.processed_offset == last - 1
+                replicator.lag_s = 0
+            wait_for(lambda: in_b.processed_offset == last, 180, "the last package imported")
+        finally:
+            in_b.stop()
+        assert _paths(in_b) == set(pages)
+        state = in_b.store.state
+        assert state is not None
+        assert state.sequences == {h.PUB: 6}
+        # 4, 5, 6 imported once each; 1..3, read again on B, skipped as applied.
+        assert in_b.counters.imported == 3
+        assert in_b.loop.sequences.replays == 3
+
+    client = s3_client(s3_service)
+    mirrored = Regions.on_b(regions.scd["package"])
+    # The blob stays in A until the subscriber on B has tried the package at least once.
+    with BlobReplicator(client, bucket_a, bucket_b, lag_s=3600) as replicator:
+        offsets += [send(4), send(5), send(6, spilled=True)]
+        wait_records(regions.b, mirrored, 6)
+        fail_over(store, replicator)
+        fail_over(clone, replicator)
+        assert replicator.copied == {"packages/p6"}

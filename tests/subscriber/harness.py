@@ -102,8 +102,10 @@ def send_package(
     pub_agent: str = PUB,
     data: bytes | None = None,
     declared_checksum: str | None = None,
+    sequence: int = 0,
 ) -> int:
-    """Write a PackageMessage; with ``blobs`` the package goes by reference (spilled)."""
+    """Write a PackageMessage; with ``blobs`` the package goes by reference (spilled);
+    ``sequence``: its number as the publisher's agent gives it (0: not numbered)."""
     payload = encode_package(package) if data is None else data
     message = m.PackageMessage(
         pub_sling_id="pub-1",
@@ -116,6 +118,7 @@ def send_package(
         deep_paths=[r.path for r in package.roots if r.deep],
         created_ms=int(time.time() * 1000),
         checksum=declared_checksum if declared_checksum is not None else checksum(payload),
+        sequence=sequence,
     )
     if blobs is not None:
         key = f"packages/{message.pkg_id}"
