@@ -55,7 +55,6 @@ cmd_env() {
     printf 'export SCD_TEST_S3_ACCESS_KEY=%q\n' "$S3_ACCESS_KEY"
     printf 'export SCD_TEST_S3_SECRET_KEY=%q\n' "$S3_SECRET_KEY"
     printf 'export SCD_TEST_S3_REGION=%q\n' "$S3_REGION"
-    printf 'export SCD_TEST_SERVICES_NATIVE=1\n'
 }
 
 case "${1:-}" in

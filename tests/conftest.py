@@ -23,6 +23,23 @@ def s3_service() -> Iterator[S3Service]:
         yield service
 
 
+# A module whose tests stop, start or freeze a server overrides ``kafka_service`` or
+# ``s3_service`` with one of these, its own: the tests running beside it (pytest-xdist
+# workers) keep the shared servers.
+@pytest.fixture(scope="module")
+def own_kafka(request: pytest.FixtureRequest) -> Iterator[KafkaService]:
+    """A broker of this module alone, which its tests may stop and start."""
+    with services.own_native_kafka(request.module.__name__.rpartition(".")[2]) as (service, _):
+        yield service
+
+
+@pytest.fixture(scope="module")
+def own_s3(request: pytest.FixtureRequest) -> Iterator[S3Service]:
+    """An S3 server of this module alone, which its tests may stop and start."""
+    with services.own_native_s3(request.module.__name__.rpartition(".")[2]) as (service, _):
+        yield service
+
+
 @pytest.fixture
 def unique_name(request: pytest.FixtureRequest) -> str:
     """A short name for topics and buckets, unique to this test run."""

@@ -9,8 +9,6 @@ Environment variables (``deploy/services.sh env`` prints them for the native ser
 * ``SCD_TEST_KAFKA_BOOTSTRAP`` -- a Kafka bootstrap address (``host:port``);
 * ``SCD_TEST_S3_ENDPOINT``, ``SCD_TEST_S3_ACCESS_KEY``, ``SCD_TEST_S3_SECRET_KEY``,
   ``SCD_TEST_S3_REGION`` -- an S3-compatible server;
-* ``SCD_TEST_SERVICES_NATIVE=1`` -- those addresses are the deploy/ scripts' native servers on
-  this machine, so tests may stop and start them through the scripts;
 * ``SCD_TEST_KAFKA_IMAGE``, ``SCD_TEST_S3_IMAGE`` -- the images of the testcontainers path
   (default: the ones deploy/ builds on this machine, ``KAFKA_IMAGE`` and ``S3_IMAGE``).
 
@@ -36,21 +34,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 
 @dataclass(kw_only=True)
 class Service:
-    """A reachable server; tests may stop and start it when it was given the means."""
+    """A reachable server. The session's shared servers cannot be stopped by tests; a test that
+    stops one takes its own (``own_native_kafka``, ``own_native_s3``, testcontainers)."""
 
     origin: str  # "env", "testcontainers" or "native"
     _stop: Callable[[], None] | None = field(default=None, repr=False)
     _start: Callable[[], None] | None = field(default=None, repr=False)
-
-    @property
-    def restartable(self) -> bool:
-        """True when tests may stop and start the server (fault-injection tests need it)."""
-        return self._stop is not None and self._start is not None
 
     def stop(self) -> None:
         assert self._stop is not None, f"this {type(self).__name__} cannot be stopped by tests"
@@ -266,23 +259,6 @@ def _s3_answers(endpoint_url: str, access_key: str, secret_key: str, region: str
     client.list_buckets()
 
 
-def _native_enabled() -> bool:
-    return os.environ.get("SCD_TEST_SERVICES_NATIVE") == "1"
-
-
-def _local_port(address: str, variable: str) -> str:
-    """The port of a 127.0.0.1/localhost address; native restarts only reach this machine."""
-    parts = urlsplit(address if "//" in address else f"//{address}")
-    if parts.hostname not in ("127.0.0.1", "localhost") or parts.port is None:
-        raise ValueError(
-            f"SCD_TEST_SERVICES_NATIVE=1 needs a 127.0.0.1 address with a port, got {address!r}"
-        )
-    configured = os.environ.get(variable)
-    if configured and configured != str(parts.port):
-        raise ValueError(f"{variable}={configured} disagrees with {address!r}")
-    return str(parts.port)
-
-
 def _script_action(script: str, action: str, env: Mapping[str, str]) -> Callable[[], None]:
     def act() -> None:
         run_deploy(script, action, env=env)
@@ -298,16 +274,7 @@ def provide_kafka() -> Iterator[KafkaService]:
     """A Kafka broker for the test session, from the first source that is available."""
     bootstrap = os.environ.get("SCD_TEST_KAFKA_BOOTSTRAP")
     if bootstrap:
-        if _native_enabled():
-            env = {**os.environ, "SCD_KAFKA_PORT": _local_port(bootstrap, "SCD_KAFKA_PORT")}
-            yield KafkaService(
-                bootstrap,
-                origin="env",
-                _stop=_script_action("kafka.sh", "stop", env),
-                _start=_script_action("kafka.sh", "start", env),
-            )
-        else:
-            yield KafkaService(bootstrap, origin="env")
+        yield KafkaService(bootstrap, origin="env")
     elif container_fallback(kafka_image()) is None:
         with kafka_container(kafka_image()) as service:
             yield service
@@ -372,8 +339,6 @@ def _native_kafka() -> Iterator[KafkaService]:
         yield KafkaService(
             bootstrap,
             origin="native",
-            _stop=_script_action("kafka.sh", "stop", os.environ),
-            _start=_script_action("kafka.sh", "start", os.environ),
         )
     finally:
         # Leave the machine as found: stop what this session started, and bring back a
@@ -389,10 +354,9 @@ def provide_s3() -> Iterator[S3Service]:
     """An S3-compatible server for the test session, from the first source available."""
     endpoint = os.environ.get("SCD_TEST_S3_ENDPOINT")
     if endpoint:
-        defaults = native_defaults() if _native_enabled() else {}
 
         def setting(name: str) -> str:
-            value = os.environ.get(name) or defaults.get(name)
+            value = os.environ.get(name)
             if not value:
                 raise ValueError(f"SCD_TEST_S3_ENDPOINT is set but {name} is not")
             return value
@@ -400,25 +364,7 @@ def provide_s3() -> Iterator[S3Service]:
         access_key = setting("SCD_TEST_S3_ACCESS_KEY")
         secret_key = setting("SCD_TEST_S3_SECRET_KEY")
         region = os.environ.get("SCD_TEST_S3_REGION") or "us-east-1"
-        if _native_enabled():
-            env = {
-                **os.environ,
-                "SCD_S3_PORT": _local_port(endpoint, "SCD_S3_PORT"),
-                "SCD_S3_ACCESS_KEY": access_key,
-                "SCD_S3_SECRET_KEY": secret_key,
-                "SCD_S3_REGION": region,
-            }
-            yield S3Service(
-                endpoint,
-                access_key,
-                secret_key,
-                region,
-                origin="env",
-                _stop=_script_action("s3.sh", "stop", env),
-                _start=_script_action("s3.sh", "start", env),
-            )
-        else:
-            yield S3Service(endpoint, access_key, secret_key, region, origin="env")
+        yield S3Service(endpoint, access_key, secret_key, region, origin="env")
     elif container_fallback(s3_image()) is None:
         with s3_container(s3_image()) as service:
             yield service
@@ -479,8 +425,6 @@ def _native_s3() -> Iterator[S3Service]:
             settings["SCD_TEST_S3_SECRET_KEY"],
             settings["SCD_TEST_S3_REGION"],
             origin="native",
-            _stop=_script_action("s3.sh", "stop", os.environ),
-            _start=_script_action("s3.sh", "start", os.environ),
         )
     finally:
         run_deploy("s3.sh", "start" if was_running else "stop")
@@ -523,7 +467,8 @@ class OwnServer:
 
 @contextmanager
 def own_native_kafka(hint: str) -> Iterator[tuple[KafkaService, OwnServer]]:
-    """A broker of deploy/kafka.sh under its own name and ports, removed afterwards."""
+    """A broker of deploy/kafka.sh under its own name and ports, removed afterwards; the
+    caller may stop, start or freeze it without touching the shared one."""
     name = f"kafka-{unique_name(hint)}"
     port, controller = _free_port(), _free_port()
     env = {
@@ -534,7 +479,12 @@ def own_native_kafka(hint: str) -> Iterator[tuple[KafkaService, OwnServer]]:
     }
     run_deploy("kafka.sh", "start", env=env)
     try:
-        service = KafkaService(f"127.0.0.1:{port}", origin="native")
+        service = KafkaService(
+            f"127.0.0.1:{port}",
+            origin="native",
+            _stop=_script_action("kafka.sh", "stop", env),
+            _start=_script_action("kafka.sh", "start", env),
+        )
         yield service, OwnServer(name, scd_home() / "run" / f"{name}.pid")
     finally:
         _remove_own("kafka.sh", name, env)
@@ -558,7 +508,13 @@ def own_native_s3(hint: str) -> Iterator[tuple[S3Service, OwnServer]]:
     run_deploy("s3.sh", "start", env=env)
     try:
         service = S3Service(
-            f"http://127.0.0.1:{port}", access_key, secret_key, region, origin="native"
+            f"http://127.0.0.1:{port}",
+            access_key,
+            secret_key,
+            region,
+            origin="native",
+            _stop=_script_action("s3.sh", "stop", env),
+            _start=_script_action("s3.sh", "start", env),
         )
         yield service, OwnServer(name, scd_home() / "run" / f"{name}.pid")
     finally:

@@ -22,6 +22,19 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined,unused-ignore]
 
 from tests.services import KafkaService, S3Service
 
+
+@pytest.fixture(scope="module")
+def kafka_service(own_kafka: KafkaService) -> KafkaService:
+    """A test here stops the broker: this module's own, not the shared one."""
+    return own_kafka
+
+
+@pytest.fixture(scope="module")
+def s3_service(own_s3: S3Service) -> S3Service:
+    """A test here stops the S3 server: this module's own, not the shared one."""
+    return own_s3
+
+
 pytestmark = pytest.mark.integration
 
 # Generous bounds for one operation on a loaded 2-core runner; a healthy local server answers
@@ -101,8 +114,6 @@ def test_broker_rejects_auto_creation_and_accepts_big_records_per_topic(
 
 @pytest.mark.slow
 def test_records_survive_a_broker_restart(kafka_service: KafkaService, unique_name: str) -> None:
-    if not kafka_service.restartable:
-        pytest.skip("this Kafka service cannot be restarted by tests")
     topic = f"{unique_name}-restart"
     _create_topic(kafka_service.bootstrap, topic)
     values = [f"record-{i}".encode() for i in range(50)]
@@ -178,8 +189,6 @@ def test_s3_operations_the_blob_store_uses(s3_service: S3Service, unique_name: s
 
 @pytest.mark.slow
 def test_objects_survive_an_s3_server_restart(s3_service: S3Service, unique_name: str) -> None:
-    if not s3_service.restartable:
-        pytest.skip("this S3 service cannot be restarted by tests")
     s3 = _s3(s3_service)
     s3.create_bucket(Bucket=unique_name)
     s3.put_object(Bucket=unique_name, Key="k", Body=b"kept", Metadata={"m": "1"})

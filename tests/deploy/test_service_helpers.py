@@ -31,5 +31,4 @@ def test_native_defaults_come_from_the_deploy_scripts() -> None:
         {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "SCD_S3_PORT": "19555"}
     )
     assert values["SCD_TEST_S3_ENDPOINT"] == "http://127.0.0.1:19555"
-    assert values["SCD_TEST_SERVICES_NATIVE"] == "1"
     assert values["SCD_TEST_KAFKA_BOOTSTRAP"].startswith("127.0.0.1:")

@@ -51,6 +51,19 @@ from tests.publisher.simulate import SimulatedSubscriber
 from tests.services import KafkaService, S3Service
 from tests.waiting import wait_for
 
+
+@pytest.fixture(scope="module")
+def kafka_service(own_kafka: KafkaService) -> KafkaService:
+    """A test here stops the broker: this module's own, not the shared one."""
+    return own_kafka
+
+
+@pytest.fixture(scope="module")
+def s3_service(own_s3: S3Service) -> S3Service:
+    """A test here stops the S3 server: this module's own, not the shared one."""
+    return own_s3
+
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 # Two retries of the editable subscriber span 16 + 32 s: longer than the S3 outage of test 3
@@ -431,8 +444,6 @@ def test_kafka_broker_restart_loses_no_accepted_package(
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    if not kafka_service.restartable:
-        pytest.skip("this Kafka service cannot be stopped by tests")
     # The test's own Kafka clients report every refused connection while the broker is down.
     caplog.set_level(logging.ERROR, logger="journal.kafka.errors")
     cluster = run.cluster
@@ -486,8 +497,6 @@ def test_kafka_broker_restart_loses_no_accepted_package(
 def test_s3_outage_refuses_spills_and_subscribers_retry_blobs(
     run: Run, s3_service: S3Service, spark: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    if not s3_service.restartable:
-        pytest.skip("this S3 service cannot be stopped by tests")
     cluster = run.cluster
     cluster.ensure_running()
     wait_converged(cluster)

@@ -22,6 +22,13 @@ from tests.contract.journal_contract import (
 )
 from tests.services import KafkaService
 
+
+@pytest.fixture(scope="module")
+def kafka_service(own_kafka: KafkaService) -> KafkaService:
+    """A test here stops the broker: this module's own, not the shared one."""
+    return own_kafka
+
+
 pytestmark = pytest.mark.integration
 
 _names = itertools.count()
@@ -56,8 +63,6 @@ OUTAGE_SEND_TIMEOUT_S = 5.0
 def test_broker_stop_fails_sends_in_time_and_loses_nothing_acknowledged(
     kafka_service: KafkaService, unique_name: str
 ) -> None:
-    if not kafka_service.restartable:
-        pytest.skip("this Kafka service cannot be restarted by tests")
     topic = f"{unique_name}-outage"
     journal = KafkaJournal(kafka_service.bootstrap, send_timeout_s=OUTAGE_SEND_TIMEOUT_S)
     journal.create_topics([TopicSpec(topic)])

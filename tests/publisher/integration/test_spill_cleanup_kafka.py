@@ -25,6 +25,13 @@ from tests.publisher.integration.conftest import KafkaAgentFactory, journal_sett
 from tests.services import KafkaService
 from tests.waiting import wait_for
 
+
+@pytest.fixture(scope="module")
+def kafka_service(own_kafka: KafkaService) -> KafkaService:
+    """A test here stops the broker: this module's own, not the shared one."""
+    return own_kafka
+
+
 pytestmark = pytest.mark.integration
 
 KIB = 1024
@@ -165,8 +172,6 @@ def test_scenario_10_journal_outage_fails_clearly_then_recovers(
     kafka_journal: KafkaJournal,
     blobs: S3BlobStore,
 ) -> None:
-    if not kafka_service.restartable:
-        pytest.skip("this Kafka service cannot be restarted by tests")
     agent = make_kafka_agent(inline_package_limit_bytes=1, cleanup_grace_s=3600)
     client = TestClient(create_app(agent), headers=AUTH)
     body = {"action": "ADD", "paths": ["/a"], "nodes": [{"path": "/a", "properties": {"x": 1}}]}
