@@ -4,8 +4,8 @@
   with a helper thread reading the next batch ahead; it stops at offsets the package topic
   deleted unread (subscriber.bookkeeper.behind_log: state BEHIND_LOG, not ready);
 * the announcer (subscriber.announcer): discovery messages and the lag;
-* the command reader (subscriber.bookkeeper.clear), on editable subscribers only: clear requests,
-  which the import loop persists;
+* the command reader (subscriber.bookkeeper.commands): clear requests (editable subscribers
+  only), pause and resume, which the import loop persists;
 * the writer lease (subscriber.writer.role), when given one: renewed while this process
   writes the store, watched while it is a standby.
 
@@ -26,7 +26,7 @@ from journal.wire.signing import verifier_from_settings
 from runtime.supervisor import Supervisor
 from subscriber.announcer import Announcer
 from subscriber.bookkeeper.behind_log import LogGaps
-from subscriber.bookkeeper.clear import ClearRequests
+from subscriber.bookkeeper.commands import Commands
 from subscriber.bookkeeper.counters import AgentCounters
 from subscriber.bookkeeper.decoding import RecordDecoder
 from subscriber.bookkeeper.failures import FailureReporter
@@ -81,7 +81,7 @@ class SubscriberAgent:
         verifier = verifier_from_settings(settings)  # a bad key stops the start here
         limits = rules.ContentLimits(max_package_bytes=settings.max_package_bytes)
         status = MessageSender(journal, self.topics.status)
-        self.clears = ClearRequests(
+        self.clears = Commands(
             self.name,
             lambda: self.instance_id,
             settings.pub_agents,
@@ -90,6 +90,7 @@ class SubscriberAgent:
             self.store,
             self.metrics,
             verifier,
+            settings.editable,
         )
         self.bookkeeping = Bookkeeping(
             self.name,
@@ -104,10 +105,12 @@ class SubscriberAgent:
             journal,
             lambda: self.instance_id,
             lambda: (self.processed_offset, self.retries),
+            lambda: self.clears.paused,
             self.metrics,
             self.readiness,
             self._stop,
         )
+        self.clears.on_pause_stored = self.announcer.now.set
         self.loop = ImportLoop(
             settings,
             journal,
@@ -161,15 +164,14 @@ class SubscriberAgent:
         elif not self.loop.opened:
             self.open()
         self.supervisor.spawn(f"{self.name}-announce", self.announcer.run)
-        if self.settings.editable:
-            self._commands = MessagePoller(
-                self.journal,
-                self.topics.command,
-                Position.earliest(),
-                {m.CommandMessage: self.clears.on_command},
-                name=f"{self.name}-commands",
-            ).start()
-            self.supervisor.watch(self._commands.thread)
+        self._commands = MessagePoller(
+            self.journal,
+            self.topics.command,
+            Position.earliest(),
+            {m.CommandMessage: self.clears.on_command},
+            name=f"{self.name}-commands",
+        ).start()
+        self.supervisor.watch(self._commands.thread)
         self.supervisor.spawn(f"{self.name}-import", self.loop.run)
         return self
 
@@ -215,6 +217,8 @@ class SubscriberAgent:
             return "BEHIND_LOG"
         if self.loop.sequences.gap is not None:
             return "SEQUENCE_GAP"
+        if self.clears.paused:
+            return "PAUSED"
         if self.retries:
             return "BLOCKED" if self.settings.max_retries < 0 else "RETRYING"
         return "RUNNING" if self.lag else "IDLE"

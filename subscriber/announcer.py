@@ -26,6 +26,7 @@ class Announcer:
         journal: Journal,
         instance_id: Callable[[], str],
         progress: Callable[[], tuple[int, int]],  # (processed offset, retries)
+        paused: Callable[[], bool],
         metrics: SubscriberMetrics,
         readiness: Readiness,
         stop: threading.Event,
@@ -35,6 +36,7 @@ class Announcer:
         self.journal = journal
         self.instance_id = instance_id
         self.progress = progress
+        self.paused = paused
         self.metrics = metrics
         self.readiness = readiness
         self.stop = stop
@@ -54,6 +56,7 @@ class Announcer:
             subscriber_configuration=m.SubscriberConfiguration(
                 editable=self.settings.editable, max_retries=self.settings.max_retries
             ),
+            paused=self.paused(),
         )
 
     def announce(self) -> None:

@@ -41,7 +41,7 @@ class Health(BaseModel):
     instance_id: str | None  # None until the content store is open
     processed_offset: int | None  # None: nothing processed yet
     state: str  # e.g. STARTING, IDLE, RUNNING, BLOCKED, BEHIND_LOG, SEQUENCE_GAP,
-    # STANDBY, STOPPING
+    # PAUSED, STANDBY, STOPPING
     # "active (writer epoch N)", or "standby: store X is written by Y (epoch N)"
     role: str = "active"
     # Every package distributed from now on will be imported (see the module docstring).

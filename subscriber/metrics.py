@@ -98,7 +98,7 @@ class SubscriberMetrics:
         self._ignored_commands = Counter(
             "scd_ignored_commands",
             "Commands for this subscriber that it refused, by reason (signature, agent, "
-            "beyond-log)",
+            "beyond-log, unnumbered)",
             ["agent", "reason"],
             registry=r,
         )

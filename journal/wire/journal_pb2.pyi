@@ -101,16 +101,18 @@ class SubscriberConfiguration(_message.Message):
     def __init__(self, editable: _Optional[bool] = ..., max_retries: _Optional[int] = ...) -> None: ...
 
 class DiscoveryMessage(_message.Message):
-    __slots__ = ("sub_sling_id", "sub_agent_name", "subscriber_state", "subscriber_configuration")
+    __slots__ = ("sub_sling_id", "sub_agent_name", "subscriber_state", "subscriber_configuration", "paused")
     SUB_SLING_ID_FIELD_NUMBER: _ClassVar[int]
     SUB_AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_STATE_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_CONFIGURATION_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
     sub_sling_id: str
     sub_agent_name: str
     subscriber_state: _containers.RepeatedCompositeFieldContainer[SubscriberState]
     subscriber_configuration: SubscriberConfiguration
-    def __init__(self, sub_sling_id: _Optional[str] = ..., sub_agent_name: _Optional[str] = ..., subscriber_state: _Optional[_Iterable[_Union[SubscriberState, _Mapping]]] = ..., subscriber_configuration: _Optional[_Union[SubscriberConfiguration, _Mapping]] = ...) -> None: ...
+    paused: bool
+    def __init__(self, sub_sling_id: _Optional[str] = ..., sub_agent_name: _Optional[str] = ..., subscriber_state: _Optional[_Iterable[_Union[SubscriberState, _Mapping]]] = ..., subscriber_configuration: _Optional[_Union[SubscriberConfiguration, _Mapping]] = ..., paused: _Optional[bool] = ...) -> None: ...
 
 class ClearCommand(_message.Message):
     __slots__ = ("offset",)
@@ -118,19 +120,27 @@ class ClearCommand(_message.Message):
     offset: int
     def __init__(self, offset: _Optional[int] = ...) -> None: ...
 
+class PauseCommand(_message.Message):
+    __slots__ = ("paused",)
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    paused: bool
+    def __init__(self, paused: _Optional[bool] = ...) -> None: ...
+
 class CommandMessage(_message.Message):
-    __slots__ = ("sub_sling_id", "sub_agent_name", "clear_command", "pub_agent_name", "sequence")
+    __slots__ = ("sub_sling_id", "sub_agent_name", "clear_command", "pub_agent_name", "sequence", "pause_command")
     SUB_SLING_ID_FIELD_NUMBER: _ClassVar[int]
     SUB_AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     CLEAR_COMMAND_FIELD_NUMBER: _ClassVar[int]
     PUB_AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_COMMAND_FIELD_NUMBER: _ClassVar[int]
     sub_sling_id: str
     sub_agent_name: str
     clear_command: ClearCommand
     pub_agent_name: str
     sequence: int
-    def __init__(self, sub_sling_id: _Optional[str] = ..., sub_agent_name: _Optional[str] = ..., clear_command: _Optional[_Union[ClearCommand, _Mapping]] = ..., pub_agent_name: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
+    pause_command: PauseCommand
+    def __init__(self, sub_sling_id: _Optional[str] = ..., sub_agent_name: _Optional[str] = ..., clear_command: _Optional[_Union[ClearCommand, _Mapping]] = ..., pub_agent_name: _Optional[str] = ..., sequence: _Optional[int] = ..., pause_command: _Optional[_Union[PauseCommand, _Mapping]] = ...) -> None: ...
 
 class PingMessage(_message.Message):
     __slots__ = ()

@@ -1,18 +1,23 @@
-"""Clear commands: what an editable subscriber accepts from the command topic.
+"""Commands: what a subscriber accepts from the command topic (clear, pause and resume).
 
 A command is obeyed only when it names this subscriber (agent name and instance id), names a
 publisher agent this subscriber follows, carries a valid signature (when keys are configured),
-and clears no further than the package topic's latest offset. The clear applies to the
-packages of the agent it names only. The command reader only records a request; the import
-thread checks it against the log and persists it in the store (``persist``), so a clear
-survives restarts and is never half applied.
+and (a clear) clears no further than the package topic's latest offset. A clear applies to the
+packages of the agent it names only, and only an editable subscriber obeys one. The command
+reader only records a request; the import thread checks it against the log and persists it in
+the store (``persist``), so a clear or a pause survives restarts and is never half applied.
+
+A pause command (``PauseCommand.paused``: true pauses, false resumes) holds every import from
+the next batch on until a resume; the last one read wins. It must be numbered: numbering is
+what refuses a copied pause or resume, and every publisher that sends one numbers it.
 
 A numbered command (journal/sequence.py) is obeyed only when its number is above the last one
-applied for its agent (stored with the clear offset) and the last one read: a copied clear
-command clears nothing again. One numbered at or below a command read since this process
-started is a replay (``scd_replayed_records_total{kind="command"}``, logged); the commands read
-again from the topic's start at each start are below the stored number too, and are passed over
-without a word.
+applied for its agent (stored with the clear offset or the pause state) and the last one read:
+a copied clear command clears nothing again, a copied pause or resume changes nothing. One
+numbered at or below a command read since this process started is a replay
+(``scd_replayed_records_total{kind="command"}``, logged); the commands read again from the
+topic's start at each start are below the stored number too, and are passed over without a
+word.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from subscriber.store.base import Store
 log = logging.getLogger(__name__)
 
 
-class ClearRequests:
+class Commands:
     def __init__(
         self,
         name: str,
@@ -42,6 +47,7 @@ class ClearRequests:
         store: Store,
         metrics: SubscriberMetrics,
         verifier: RecordVerifier | None,
+        editable: bool = True,
     ) -> None:
         self.name = name
         self.instance_id = instance_id
@@ -51,39 +57,59 @@ class ClearRequests:
         self.store = store
         self.metrics = metrics
         self.verifier = verifier
+        self.editable = editable
+        # Called once a pause or resume is stored (the agent announces it at once).
+        self.on_pause_stored: Callable[[], None] = lambda: None
         self._lock = threading.Lock()
         self._requested: dict[str, int] = {}  # pub agent -> highest clear offset requested
         self._numbers: dict[str, int] = {}  # pub agent -> highest command number read
+        # The last pause or resume admitted and not yet stored: (paused, pub agent, number).
+        self._pause: tuple[bool, str, int] | None = None
+
+    def _kind(self, command: m.CommandMessage) -> str | None:
+        """ "clear", "pause" or "resume"; None for a command this subscriber does not obey
+        (another subscriber's, a clear sent to a read-only one)."""
+        if command.sub_agent_name != self.name or command.sub_sling_id != self.instance_id():
+            return None
+        if command.HasField("pause_command"):
+            return "pause" if command.pause_command.paused else "resume"
+        return "clear" if command.HasField("clear_command") and self.editable else None
 
     def on_command(self, command: m.CommandMessage, record: Record) -> None:
-        if command.sub_agent_name != self.name or command.sub_sling_id != self.instance_id():
-            return  # another subscriber's command
-        if not command.HasField("clear_command"):
+        kind = self._kind(command)
+        if kind is None:
             return
         if self.verifier is not None:
             try:
                 self.verifier.verify(self.command_topic, record.headers, record.value)
             except SignatureError as exc:
-                self._ignore("signature", f"clear at offset {record.offset} ignored: {exc}")
+                self._ignore("signature", f"{kind} at offset {record.offset} ignored: {exc}")
                 return
         agent = command.pub_agent_name
         if agent not in self.pub_agents:
             self._ignore(
                 "agent",
-                f"clear at offset {record.offset} ignored: it names publisher agent "
+                f"{kind} at offset {record.offset} ignored: it names publisher agent "
                 f"{agent[:100]!r}, not one this subscriber follows",
             )
             return
-        offset = command.clear_command.offset
         number = command.sequence
+        if kind != "clear" and not number:
+            self._ignore("unnumbered", f"{kind} at offset {record.offset} ignored: not numbered")
+            return
         with self._lock:
-            if number and not self._admit(agent, number, record.offset):
+            if number and not self._admit(agent, number, record.offset, kind):
                 return
+            if kind != "clear":
+                self._pause = (kind == "pause", agent, number)
+                log.info("%s: %s requested by %s", self.name, kind, agent)
+                return
+            offset = command.clear_command.offset
             if offset > self._requested.get(agent, -1):
                 self._requested[agent] = offset
                 log.info("%s: clear of %s up to offset %d requested", self.name, agent, offset)
 
-    def _admit(self, agent: str, number: int, offset: int) -> bool:
+    def _admit(self, agent: str, number: int, offset: int, kind: str) -> bool:
         """True when command ``number`` of ``agent`` is new (under ``_lock``)."""
         read = self._numbers.get(agent, 0)
         state = self.store.state
@@ -91,9 +117,10 @@ class ClearRequests:
         if number <= read:
             self.metrics.replayed("command")
             log.warning(
-                "%s: skipped a replayed clear command at offset %d: sequence %d of %s, at or "
+                "%s: skipped a replayed %s command at offset %d: sequence %d of %s, at or "
                 "below %d, the last one read",
                 self.name,
+                kind,
                 offset,
                 number,
                 agent,
@@ -108,9 +135,28 @@ class ClearRequests:
         state = self.store.state
         return state.clear_offset(pub_agent) if state is not None else -1
 
+    @property
+    def paused(self) -> bool:
+        """The stored pause state (False before the store opened)."""
+        state = self.store.state
+        return state is not None and state.paused
+
     def persist(self) -> None:
-        """Store the clears requested since the last call (import thread only). A clear beyond
-        the log's latest offset is refused: it would skip packages not yet written."""
+        """Store the pause or resume and the clears requested since the last call (import
+        thread only). A clear beyond the log's latest offset is refused: it would skip
+        packages not yet written."""
+        with self._lock:
+            pause, self._pause = self._pause, None
+        if pause is not None:
+            paused, agent, number = pause
+            try:
+                self.store.record_pause(paused, agent, number)
+            except BaseException:
+                with self._lock:  # tried again at the next call, unless a newer one came
+                    self._pause = self._pause or pause
+                raise
+            log.info("%s: %s", self.name, "paused" if paused else "resumed")
+            self.on_pause_stored()
         with self._lock:
             pending = {a: o for a, o in self._requested.items() if o > self.cleared(a)}
             numbers = dict(self._numbers)

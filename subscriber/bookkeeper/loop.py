@@ -17,6 +17,10 @@ in its batch; one that failed for a reason a retry may mend is isolated and retr
 (subscriber.bookkeeper.retries). Offsets the package topic deleted before they were read stop the
 import (subscriber.bookkeeper.behind_log).
 
+A paused subscriber (subscriber.bookkeeper.commands) finishes the batch it is committing, then
+holds: it drops what it read ahead and reads nothing until resumed, when it reads on from the
+record after the last one it processed.
+
 It writes only while this process holds the store's writer role (subscriber.writer.role): on
 standby it waits; once active it claims the store with its writer epoch and opens it; when the
 store refuses a write (``WriterDeposed``: another process took over) it steps down, drops what
@@ -36,7 +40,7 @@ from journal.errors import JournalError
 from journal.wire import messages as m
 from runtime.clock import now_ms
 from subscriber.bookkeeper.behind_log import LogGaps
-from subscriber.bookkeeper.clear import ClearRequests
+from subscriber.bookkeeper.commands import Commands
 from subscriber.bookkeeper.counters import AgentCounters
 from subscriber.bookkeeper.decoding import Decoded, RecordDecoder
 from subscriber.bookkeeper.failures import FailureReporter
@@ -69,7 +73,7 @@ class ImportLoop:
         journal: Journal,
         store: Store,
         decoder: RecordDecoder,
-        clears: ClearRequests,
+        clears: Commands,
         bookkeeping: Bookkeeping,
         reporter: FailureReporter,
         metrics: SubscriberMetrics,
@@ -126,17 +130,19 @@ class ImportLoop:
         # The next batch, polled and decoded while the current one commits (one at a time).
         self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-prefetch")
         self._prefetched: Future[Polled] | None = None
+        self._holding = False  # paused: no consumer open, and none until resumed
 
     # ------------------------------------------------------------------ lifecycle
     @property
     def opened(self) -> bool:
         # Behind the log the store is open but no consumer reads: run_once checks again.
-        return self._consumer is not None or self.gaps.behind is not None
+        return self._consumer is not None or self.gaps.behind is not None or self._holding
 
     def open(self) -> None:
         """Claim the store with this process's writer epoch (when it has a lease), open it,
         settle the start position, resend statuses a crash left unsent."""
         self.close()
+        self._holding = False
         epoch = self.role.epoch
         if epoch is not None:
             self.store.claim(epoch, self.role.owner)
@@ -174,6 +180,7 @@ class ImportLoop:
             return
         self.close()
         self.gaps.behind = None
+        self._holding = False
         self.store.state = None
         self._epoch = None
         self.processed_offset = -1
@@ -219,6 +226,8 @@ class ImportLoop:
         """Poll and import one batch; returns the number of records handled."""
         assert self.opened, "open() the agent first"
         self.clears.persist()
+        if self._hold():
+            return 0
         if self._consumer is None:  # behind the log
             if self.gaps.recheck_due():
                 self._position(self.processed_offset + 1)
@@ -250,6 +259,19 @@ class ImportLoop:
         # After a batch was split to isolate a failing package, grow back to batch_max.
         self._batch = min(self._batch * 2, self.settings.batch_max)
         return len(polled)
+
+    def _hold(self) -> bool:
+        """True while paused (after waiting a poll's time); reads on after a resume."""
+        if self.clears.paused:
+            if not self._holding:
+                self.close()  # what was read ahead is read again after the resume
+                self._holding = True
+            self.stop.wait(self.settings.poll_timeout_s)
+            return True
+        if self._holding:  # resumed
+            self._holding = False
+            self._position(self.processed_offset + 1)
+        return False
 
     def poll(
         self, timeout_s: float | None = None, max_records: int | None = None, held: int = 0

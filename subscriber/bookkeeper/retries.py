@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from journal.wire import messages as m
-from subscriber.bookkeeper.clear import ClearRequests
+from subscriber.bookkeeper.commands import Commands
 from subscriber.bookkeeper.failures import FailureReporter
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness
@@ -64,7 +64,7 @@ class Retries:
         policy: RetryPolicy,
         *,
         editable: bool,
-        clears: ClearRequests,
+        clears: Commands,
         reporter: FailureReporter,
         metrics: SubscriberMetrics,
         readiness: Readiness,
@@ -127,7 +127,8 @@ class Retries:
         self.reporter.on_report()
 
     def wait_or_cleared(self, offset: int, pub_agent: str, delay_s: float) -> bool:
-        """Sleep ``delay_s``; False early when stopping or when a clear covers ``offset``."""
+        """Sleep ``delay_s``, and on while paused (a paused subscriber attempts nothing); False
+        early when stopping or when a clear covers ``offset``."""
         deadline = time.monotonic() + delay_s
         while time.monotonic() < deadline:
             if self.stop.is_set():
@@ -136,6 +137,8 @@ class Retries:
             if offset <= self.clears.cleared(pub_agent):
                 log.info("offset %d cleared while being retried", offset)
                 return False
+            if self.clears.paused:
+                deadline = max(deadline, time.monotonic() + WAIT_STEP_S)
             self.stop.wait(min(WAIT_STEP_S, max(deadline - time.monotonic(), 0)))
         return True
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from journal.api import Record
 from journal.wire import messages as m
 from runtime.ratelog import RateLimitedLog
-from subscriber.bookkeeper.clear import ClearRequests
+from subscriber.bookkeeper.commands import Commands
 from subscriber.bookkeeper.counters import AgentCounters
 from subscriber.bookkeeper.decoding import Decoded, RecordDecoder
 from subscriber.bookkeeper.failures import FailureReporter
@@ -30,7 +30,7 @@ class Triage:
         self,
         settings: SubscriberSettings,
         decoder: RecordDecoder,
-        clears: ClearRequests,
+        clears: Commands,
         retries: Retries,
         reporter: FailureReporter,
         metrics: SubscriberMetrics,

@@ -45,6 +45,7 @@ class StoreState:
     # (subscriber/bookkeeper/sequences.py); committed with the content and the clear offset.
     sequences: dict[str, int] = field(default_factory=dict)
     command_sequences: dict[str, int] = field(default_factory=dict)
+    paused: bool = False  # by a pause command (subscriber/bookkeeper/commands.py), until resumed
 
     def clear_offset(self, pub_agent: str) -> int:
         """Packages of ``pub_agent`` up to this offset were cleared (-1: none)."""
@@ -97,6 +98,10 @@ class Store(Protocol):
     def record_clear(self, offset: int, pub_agent: str, sequence: int = 0) -> int:
         """Persist the clear offset of ``pub_agent`` = max(old, new), and in the same commit the
         clear command's sequence number (0: not numbered); returns the offset in force."""
+
+    def record_pause(self, paused: bool, pub_agent: str, sequence: int) -> None:
+        """Persist the pause state (``state.paused``) and, in the same commit, the pause
+        command's sequence number for ``pub_agent``."""
 
     def forget_statuses(self, up_to_offset: int) -> None:
         """Remove sent statuses (offset <= up_to_offset) and superseded offset rows."""

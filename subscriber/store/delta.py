@@ -36,9 +36,12 @@ from subscriber.store.rows import (
     KIND_CLEAR,
     KIND_META,
     KIND_OFFSET,
+    KIND_PAUSE,
     KIND_SCOPE,
     KIND_SEQUENCE,
     KIND_STATUS,
+    PAUSED,
+    RESUMED,
     SEQUENCE_COMMAND,
     SEQUENCE_PACKAGE,
     StoredNode,
@@ -84,7 +87,8 @@ SINGLE_TASK_ROWS = 1000
 
 
 BOOKKEEPING_KINDS = (
-    f"('{KIND_OFFSET}', '{KIND_CLEAR}', '{KIND_STATUS}', '{KIND_META}', '{KIND_SEQUENCE}')"
+    f"('{KIND_OFFSET}', '{KIND_CLEAR}', '{KIND_STATUS}', '{KIND_META}', '{KIND_SEQUENCE}', "
+    f"'{KIND_PAUSE}')"
 )
 
 
@@ -105,6 +109,7 @@ class DeltaStore:
         # Commits since this process last checkpointed the table (``checkpoint``).
         self.commits_since_checkpoint = 0
         self.guard = WriterGuard(spark, location)
+        self._pause_rows = 0  # the highest pause row's number (0: none)
 
     # ------------------------------------------------------------------ the writer guard
     def claim(self, epoch: int, owner: str) -> None:
@@ -161,6 +166,8 @@ class DeltaStore:
             if r["kind"] == KIND_SEQUENCE and r["info"] in sequences:
                 by_agent = sequences[r["info"]]
                 by_agent[r["pub_agent"]] = max(by_agent.get(r["pub_agent"], 0), r["offset"])
+        pauses = [(r["offset"], r["info"]) for r in books if r["kind"] == KIND_PAUSE]
+        self._pause_rows, pause = max(pauses, default=(0, RESUMED))
         instance = next(
             (r["info"] for r in books if r["kind"] == KIND_META and r["path"] == meta_key), None
         )
@@ -184,6 +191,7 @@ class DeltaStore:
             scopes=scopes,
             sequences=sequences[SEQUENCE_PACKAGE],
             command_sequences=sequences[SEQUENCE_COMMAND],
+            paused=pause == PAUSED,
         )
         log.info(
             "content store %s: instance %s, offset %s, clear %s, %d pending statuses, %d scopes",
@@ -346,6 +354,27 @@ class DeltaStore:
                     sequence, self.state.command_sequences.get(pub_agent, 0)
                 )
         return self.state.clear_offset(pub_agent)
+
+    def record_pause(self, paused: bool, pub_agent: str, sequence: int) -> None:
+        """Append a pause row (numbered above the last) and the command's sequence row in one
+        commit."""
+        assert self.state is not None, "open() the store first"
+        now = now_ms()
+        number = self._pause_rows + 1
+        rows = [bookkeeping_row(KIND_PAUSE, number, now, info=PAUSED if paused else RESUMED)]
+        if sequence > self.state.command_sequences.get(pub_agent, 0):
+            rows.append(
+                bookkeeping_row(
+                    KIND_SEQUENCE, sequence, now, pub_agent=pub_agent, info=SEQUENCE_COMMAND
+                )
+            )
+        self._write(rows, user_metadata={"paused": paused, "pub_agent": pub_agent})
+        self._pause_rows = number
+        self.state.paused = paused
+        if sequence:
+            self.state.command_sequences[pub_agent] = max(
+                sequence, self.state.command_sequences.get(pub_agent, 0)
+            )
 
     def forget_statuses(self, up_to_offset: int) -> None:
         """Remove sent statuses (offset <= up_to_offset) and superseded offset rows.

@@ -66,6 +66,7 @@ class MemoryStore:
     _clears: dict[str, int] = field(default_factory=dict)
     _sequences: dict[str, int] = field(default_factory=dict)
     _command_sequences: dict[str, int] = field(default_factory=dict)
+    _paused: bool = False
     _statuses: list[tuple[int, str, str]] = field(default_factory=list)
 
     @property
@@ -100,6 +101,7 @@ class MemoryStore:
             scopes=self.scopes,
             sequences=dict(self._sequences),
             command_sequences=dict(self._command_sequences),
+            paused=self._paused,
         )
         return self.state
 
@@ -157,6 +159,13 @@ class MemoryStore:
         if offset > self.state.clear_offset(pub_agent):
             self._clears[pub_agent] = self.state.clear_offsets[pub_agent] = offset
         return self.state.clear_offset(pub_agent)
+
+    def record_pause(self, paused: bool, pub_agent: str, sequence: int) -> None:
+        assert self.state is not None
+        self._guard()
+        _raise(self._command_sequences, {pub_agent: sequence})
+        _raise(self.state.command_sequences, {pub_agent: sequence})
+        self._paused = self.state.paused = paused
 
     def forget_statuses(self, up_to_offset: int) -> None:
         assert self.state is not None

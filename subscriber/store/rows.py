@@ -11,6 +11,8 @@ content changes and its offset land in one Delta commit:
 * ``clear``: clear offset from clear commands (append-only; the current one is the maximum).
 * ``status``: package statuses committed with their import, to be sent after it.
 * ``meta``: the subscriber instance id, per table location.
+* ``pause``: the subscriber was paused (``info`` ``paused``) or resumed (``resumed``) by a pause
+  command; append-only, ``offset`` numbers the rows and the highest one is in force.
 * ``sequence``: the last sequence number applied per publisher agent (``offset`` holds the
   number, ``info`` ``package`` or ``command``); append-only, the current one is the maximum.
 
@@ -38,6 +40,9 @@ KIND_CLEAR = "clear"
 KIND_STATUS = "status"
 KIND_META = "meta"
 KIND_SEQUENCE = "sequence"
+KIND_PAUSE = "pause"
+PAUSED = "paused"
+RESUMED = "resumed"
 SEQUENCE_PACKAGE = "package"
 SEQUENCE_COMMAND = "command"
 

@@ -121,6 +121,21 @@ class StoreContract:
         assert state.command_sequences == {"publish": 2}
         assert paths(store) == ["/a", "/c"]
 
+    def test_the_pause_state_and_its_command_number_survive_a_restart(self, stores: Stores) -> None:
+        store = stores.new()
+        assert store.open().paused is False
+        store.commit(new_change_set([add(0, "/a", node("/a"))]))
+        store.record_pause(True, "publish", 3)
+        state = stores.again(store).open()
+        assert (state.paused, state.command_sequences) == (True, {"publish": 3})
+        store.record_pause(False, "publish", 4)
+        store.record_pause(True, "publish", 5)
+        store.forget_statuses(0)  # the purge keeps the pause rows
+        state = stores.again(store).open()
+        assert (state.paused, state.command_sequences, state.offset) == (True, {"publish": 5}, 0)
+        store.record_pause(False, "publish", 6)
+        assert stores.again(store).open().paused is False
+
     def test_forgotten_statuses_are_not_pending_after_a_restart(self, stores: Stores) -> None:
         store = stores.new()
         store.open()
