@@ -29,6 +29,7 @@ from journal.wire.messages import DiscoveryMessage, LogMessage, PackageStatusMes
 from journal.wire.signing import signer_from_settings
 from publisher.bad_records import BadRecords
 from publisher.clear import Clearer
+from publisher.commands import CommandSender
 from publisher.discovery import DiscoveryView
 from publisher.distribute.blob_deadline import DeadlineBlobStore
 from publisher.distribute.builder import PackageBuilder
@@ -39,6 +40,7 @@ from publisher.distribute.spill import PackageSpill
 from publisher.distributed_events import DistributedEvents
 from publisher.leader import leader_election
 from publisher.metrics import PublisherMetrics
+from publisher.pause import Pauser
 from publisher.queues.cache import QueueCache
 from publisher.queues.error_queues import ErrorQueues
 from publisher.queues.throttle import Throttle
@@ -162,14 +164,11 @@ class PublisherAgent:
             clock_ms=clock_ms,
             aggregate=settings.aggregate_subscriber_queues,
         )
-        self.clearer = Clearer(
-            journal,
-            topics.command,
-            settings.agent_name,
-            self.queues,
-            self.sequencers[1],
-            self.signer,
+        commands = CommandSender(
+            journal, topics.command, settings.agent_name, self.sequencers[1], self.signer
         )
+        self.clearer = Clearer(commands, self.queues)
+        self.pauser = Pauser(commands, self.queues)
         self.events = DistributedEvents(
             journal,
             topics.event,

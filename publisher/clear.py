@@ -13,11 +13,8 @@ import logging
 from dataclasses import dataclass
 from enum import StrEnum
 
-from journal.api import Journal
-from journal.messaging import MessageSender
-from journal.sequence import Sequencer
 from journal.wire.messages import ClearCommand, CommandMessage
-from journal.wire.signing import RecordSigner
+from publisher.commands import CommandSender
 from publisher.errors import InvalidRequest, NotEditable
 from publisher.queues.views import Queues
 
@@ -40,19 +37,8 @@ class ClearResult:
 
 
 class Clearer:
-    def __init__(
-        self,
-        journal: Journal,
-        topic: str,
-        agent_name: str,
-        queues: Queues,
-        sequencer: Sequencer,
-        signer: RecordSigner | None = None,
-    ) -> None:
-        """``sequencer`` numbers each command record (journal/sequence.py)."""
-        self.sender = MessageSender(journal, topic, signer)
-        self.sequencer = sequencer
-        self.agent_name = agent_name
+    def __init__(self, commands: CommandSender, queues: Queues) -> None:
+        self.commands = commands
         self.queues = queues
 
     def clear(
@@ -87,15 +73,9 @@ class Clearer:
             last = cache.last_offset_upto(processed, removed)
         if last is None:
             return ClearResult(name, 0, None, None)
-        command = CommandMessage(
-            sub_sling_id=subscriber.sling_id,
-            sub_agent_name=subscriber.agent_name,
-            clear_command=ClearCommand(offset=last),
-            pub_agent_name=self.agent_name,
+        command_offset = self.commands.send(
+            subscriber, CommandMessage(clear_command=ClearCommand(offset=last))
         )
-        with self.sequencer.numbering() as sequence:
-            command.sequence = sequence
-            command_offset = self.sender.send(command, key=subscriber.agent_name)
         log.info(
             "clear of %s: %d items up to offset %d (command at offset %d)",
             name,

@@ -1,9 +1,9 @@
 """Publisher subcommands of the scd CLI.
 
 * ``scd publisher``: run the publisher daemon (REST API + agent) until SIGTERM.
-* ``scd distribute``, ``scd queues``, ``scd clear``, ``scd cleanup``: talk to a running
-  publisher's REST API (``--url``, default ``SCD_PUBLISHER_URL`` or http://127.0.0.1:8080;
-  token from ``SCD_PUBLISHER_API_TOKEN``).
+* ``scd distribute``, ``scd queues`` (``pause``, ``resume``), ``scd clear``, ``scd cleanup``: talk
+  to a running publisher's REST API (``--url``, default ``SCD_PUBLISHER_URL`` or
+  http://127.0.0.1:8080; token from ``SCD_PUBLISHER_API_TOKEN``).
 """
 
 from __future__ import annotations
@@ -129,6 +129,12 @@ def cmd_queues(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_queue_command(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        print(json.dumps(_call(client, "POST", f"/queues/{args.queue}/{args.command}")))
+    return 0
+
+
 def cmd_clear(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"mode": args.mode}
     if args.count is not None:
@@ -167,10 +173,19 @@ def register(sub: Any) -> None:
     _api_options(dist)
     dist.set_defaults(func=cmd_distribute)
 
-    queues = sub.add_parser("queues", help="show the subscriber queues")
+    queues = sub.add_parser("queues", help="show the subscriber queues (or pause, resume one)")
     queues.add_argument("--json", action="store_true", help="JSON output")
     _api_options(queues)
     queues.set_defaults(func=cmd_queues)
+    actions = queues.add_subparsers(dest="command")
+    for command, text in (
+        ("pause", "pause a subscriber: it imports nothing until resumed"),
+        ("resume", "resume a paused subscriber"),
+    ):
+        action = actions.add_parser(command, help=text)
+        action.add_argument("queue", help="queue name (see scd queues)")
+        _api_options(action)
+        action.set_defaults(func=cmd_queue_command)
 
     clear = sub.add_parser("clear", help="clear an editable subscriber's queue")
     clear.add_argument("queue", help="queue name (see scd queues)")

@@ -61,6 +61,7 @@ class Subscriber:
     max_retries: int
     last_seen_ms: int
     states: dict[str, SubscriberState] = field(default_factory=dict)
+    paused: bool = False  # by a pause command (publisher/pause.py), until resumed
 
     @property
     def queue_name(self) -> str:
@@ -91,6 +92,7 @@ def subscriber_of(message: DiscoveryMessage, seen_ms: int) -> Subscriber:
         max_retries=config.max_retries,  # any int32; negative: retry forever
         last_seen_ms=seen_ms,
         states=states,
+        paused=message.paused,
     )
 
 

@@ -10,6 +10,7 @@ from publisher.discovery import Subscriber
 from publisher.distribute.cleanup import CleanupResult
 from publisher.distribute.distributor import DistributeResult
 from publisher.distribute.request import Action
+from publisher.pause import PauseResult
 from publisher.queues.views import QueueItem, QueueState, QueueSummary
 
 
@@ -156,6 +157,16 @@ class ClearResponse(ApiModel):
             clear_offset=r.clear_offset,
             command_offset=r.command_offset,
         )
+
+
+class PauseResponse(ApiModel):
+    queue: str
+    paused: bool  # what the command asks; the queue shows PAUSED once the subscriber announces it
+    command_offset: int
+
+    @classmethod
+    def of(cls, r: PauseResult) -> PauseResponse:
+        return cls(queue=r.queue, paused=r.paused, command_offset=r.command_offset)
 
 
 class SubscriberStateModel(ApiModel):

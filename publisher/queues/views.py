@@ -2,7 +2,8 @@
 
 A queue holds the cached packages with offset > the subscriber's last processed offset for this
 publisher agent, in offset order. State (Sling's): IDLE when empty, BLOCKED when the head item
-failed ``blocked_after_attempts`` times or more, RUNNING otherwise. The agent is BLOCKED when
+failed ``blocked_after_attempts`` times or more, PAUSED while the subscriber announces it is
+paused (publisher/pause.py), RUNNING otherwise. The agent is BLOCKED when
 any queue is, IDLE when all are empty, RUNNING otherwise.
 
 Nothing is copied per queue: sizes are bisects into the shared cache, and items are decoded
@@ -11,7 +12,8 @@ only for the page asked for.
 Aggregated (Sling's ``aggregateSubscriberQueues``): instead of one queue per subscriber, two,
 ``EDITABLE_QUEUE`` over the alive editable subscribers and ``ALL_QUEUE`` over every alive
 subscriber, each holding the packages after the lowest processed offset among its members
-(the backlog of the member furthest behind). A queue is BLOCKED when one of its members is;
+(the backlog of the member furthest behind). A queue is BLOCKED when one of its members is,
+else PAUSED when one is;
 its error queue merges the members'. Only the editable one can be cleared
 (publisher/aggregated_clear.py).
 """
@@ -41,6 +43,7 @@ class QueueState(StrEnum):
     IDLE = "IDLE"
     RUNNING = "RUNNING"
     BLOCKED = "BLOCKED"
+    PAUSED = "PAUSED"  # the subscriber imports nothing until resumed (publisher/pause.py)
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,8 @@ class Queues:
         state = (
             QueueState.BLOCKED
             if QueueState.BLOCKED in states
+            else QueueState.PAUSED
+            if QueueState.PAUSED in states
             else QueueState.IDLE
             if head is None
             else QueueState.RUNNING
@@ -207,7 +212,7 @@ class Queues:
                 name,
                 subscriber,
                 state.offset if state else None,
-                QueueState.IDLE,
+                QueueState.PAUSED if subscriber.paused else QueueState.IDLE,
                 0,
                 None,
                 0,
@@ -216,7 +221,11 @@ class Queues:
             )
         attempts = state.retries
         queue_state = (
-            QueueState.BLOCKED if attempts >= self.blocked_after_attempts else QueueState.RUNNING
+            QueueState.BLOCKED
+            if attempts >= self.blocked_after_attempts
+            else QueueState.PAUSED
+            if subscriber.paused
+            else QueueState.RUNNING
         )
         return QueueSummary(
             name=name,

@@ -35,13 +35,14 @@ class SimulatedSubscriber:
     def queue_name(self) -> str:
         return f"{self.sling_id}-{self.agent_name}"
 
-    def announce(self, offset: int | None, retries: int = 0) -> int:
+    def announce(self, offset: int | None, retries: int = 0, *, paused: bool = False) -> int:
         message = DiscoveryMessage(
             sub_sling_id=self.sling_id,
             sub_agent_name=self.agent_name,
             subscriber_configuration=SubscriberConfiguration(
                 editable=self.editable, max_retries=self.max_retries
             ),
+            paused=paused,
         )
         if offset is not None:
             message.subscriber_state.append(

@@ -13,6 +13,7 @@ from publisher.api.models import (
     AgentModel,
     ClearRequest,
     ClearResponse,
+    PauseResponse,
     QueueItemModel,
     QueueModel,
     QueuePage,
@@ -123,3 +124,24 @@ def clear_queue(name: str, body: ClearRequest, agent: AgentDep) -> ClearResponse
             clear_aggregated(agent.clearer, name, body.mode, body.count, body.offset)
         )
     return ClearResponse.of(agent.clearer.clear(name, body.mode, body.count, body.offset))
+
+
+PAUSE_RESPONSES: dict[int | str, dict[str, str]] = {
+    **NOT_FOUND,
+    400: {"description": "An aggregated queue: pause its subscribers one by one"},
+    401: {"description": "Missing or invalid API token"},
+    503: {"description": "Journal unreachable: no command sent, retry"},
+}
+
+
+@router.post("/queues/{name}/pause", dependencies=[Authorized], responses=PAUSE_RESPONSES)
+def pause_queue(name: str, agent: AgentDep) -> PauseResponse:
+    """Pause the subscriber: it finishes the commit in progress and imports nothing more until
+    resumed (sends one PauseCommand); its queue shows PAUSED once it announced it."""
+    return PauseResponse.of(agent.pauser.pause(name, True))
+
+
+@router.post("/queues/{name}/resume", dependencies=[Authorized], responses=PAUSE_RESPONSES)
+def resume_queue(name: str, agent: AgentDep) -> PauseResponse:
+    """Resume a paused subscriber: it imports on from the package after its processed offset."""
+    return PauseResponse.of(agent.pauser.pause(name, False))

@@ -153,3 +153,16 @@ def test_the_console_shows_a_members_error_at_the_aggregated_head(
 def test_without_subscribers_there_is_no_queue(client: TestClient) -> None:
     assert queues(client) == {}
     assert client.get(f"/queues/{EDITABLE_QUEUE}").status_code == 404
+
+
+def test_an_aggregated_queue_is_paused_when_a_member_is_and_cannot_be_paused_itself(
+    client: TestClient, journal: SqliteJournal
+) -> None:
+    offsets = distribute(client, 2)
+    subscriber(journal, "e1").announce(offsets[0], paused=True)
+    subscriber(journal, "e2").announce(offsets[0])
+    wait_queue(client, EDITABLE_QUEUE, size=1, state="PAUSED")
+    response = client.post(f"/queues/{EDITABLE_QUEUE}/pause")
+    assert response.status_code == 400
+    assert "aggregated" in response.json()["detail"]
+    assert commands(journal) == []

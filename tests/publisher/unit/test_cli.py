@@ -24,7 +24,7 @@ def url(agent: PublisherAgent) -> Iterator[str]:
         yield server.url
 
 
-def test_distribute_queues_clear_and_cleanup(
+def test_distribute_queues_clear_pause_and_cleanup(
     agent: PublisherAgent, url: str, content_root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (content_root / "a").mkdir()
@@ -51,6 +51,10 @@ def test_distribute_queues_clear_and_cleanup(
 
     assert main(["clear", sub.queue_name, "head", *auth]) == 0
     assert json.loads(capsys.readouterr().out)
+    assert main(["queues", "pause", sub.queue_name, *auth]) == 0
+    assert json.loads(capsys.readouterr().out)["paused"] is True
+    assert main(["queues", "resume", sub.queue_name, *auth]) == 0
+    assert json.loads(capsys.readouterr().out)["paused"] is False
     assert main(["cleanup", *auth]) == 0
     assert "deleted" in capsys.readouterr().out
 

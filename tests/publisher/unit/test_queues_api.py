@@ -309,6 +309,44 @@ def test_clear_of_a_non_editable_subscriber_is_409(
     assert commands(journal) == []
 
 
+def test_pause_and_resume_send_numbered_commands_and_the_queue_shows_paused(
+    client: TestClient, journal: SqliteJournal
+) -> None:
+    offsets = distribute(client, 2)
+    s = subscriber(journal, "ro", agent_name="sub-ro", editable=False)  # read-only: pausable
+    s.announce(-1)
+    wait_queue(client, "ro-sub-ro", size=2, state="RUNNING")
+    assert client.post("/queues/nope/pause").status_code == 404
+    assert client.post("/queues/ro-sub-ro/pause", headers={"Authorization": ""}).status_code == 401
+    assert commands(journal) == []
+
+    paused = client.post("/queues/ro-sub-ro/pause")
+    assert paused.status_code == 200, paused.text
+    assert paused.json()["queue"] == "ro-sub-ro"
+    assert paused.json()["paused"] is True
+    # The queue says PAUSED once the subscriber announces it, with its backlog or without.
+    s.announce(-1, paused=True)
+    wait_queue(client, "ro-sub-ro", size=2, state="PAUSED")
+    s.announce(offsets[-1], paused=True)
+    wait_queue(client, "ro-sub-ro", size=0, state="PAUSED")
+    resumed = client.post("/queues/ro-sub-ro/resume")
+    assert resumed.status_code == 200, resumed.text
+    assert resumed.json()["paused"] is False
+    s.announce(offsets[-1])
+    wait_queue(client, "ro-sub-ro", size=0, state="IDLE")
+
+    sent = commands(journal)
+    assert [(c.pause_command.paused, c.HasField("clear_command")) for c in sent] == [
+        (True, False),
+        (False, False),
+    ]
+    assert {(c.sub_sling_id, c.sub_agent_name, c.pub_agent_name) for c in sent} == {
+        ("ro", "sub-ro", "publish")
+    }
+    assert sent[0].sequence >= 1
+    assert sent[1].sequence == sent[0].sequence + 1  # one numbering with the clear commands
+
+
 def test_old_subscriber_sees_exactly_the_packages_logged_before_the_publisher_started(
     make_agent: Any, journal: SqliteJournal, journal_settings: JournalSettings
 ) -> None:
