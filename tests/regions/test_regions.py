@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from subscriber.store.delta import DeltaStore
 from tests import services
 from tests.regions.mirror import (
     MIRROR_KINDS,
+    MIRROR_TIMEOUT_S,
     BlobReplicator,
     Flow,
     delete_before,
@@ -49,8 +51,6 @@ pytestmark = [
 # Records written to A's package topics and deleted (as retention would) before MirrorMaker
 # starts: B's copy then starts at A's offset EARLY, so the two logs' offsets differ by EARLY.
 EARLY = 3
-# Reading what MirrorMaker copied: see mirror.MIRROR_TIMEOUT_S.
-MIRROR_TIMEOUT_S = 90.0
 # The replicator's lag in the blob test: long enough to see the blob missing in B first.
 BLOB_LAG_S = 3.0
 
@@ -64,9 +64,6 @@ class Regions:
     raw: dict[str, str]  # kind -> topic of the raw-record checks (the same name on A and B)
     scd: dict[str, str]  # kind -> topic of the subscriber test
 
-    on_b = staticmethod(on_b)
-    on_a = staticmethod(on_a)
-
 
 @pytest.fixture(scope="module")
 def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Regions]:
@@ -74,10 +71,7 @@ def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Regions]:
     prefix = services.unique_name("regions")
     raw, scd = services.unique_topics(f"{prefix}-raw"), services.unique_topics(f"{prefix}-scd")
     with ExitStack() as stack:
-        (kafka_a, _), (kafka_b, _) = (
-            stack.enter_context(services.own_native_kafka("region-a")),
-            stack.enter_context(services.own_native_kafka("region-b")),
-        )
+        kafka_a, kafka_b = _two_brokers(stack)
         a = stack.enter_context(KafkaJournal(kafka_a.bootstrap))
         b = stack.enter_context(KafkaJournal(kafka_b.bootstrap))
         specs = [TopicSpec(name) for name in raw.values()]
@@ -98,6 +92,18 @@ def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Regions]:
         yield Regions(kafka_a, kafka_b, a, b, raw, scd)
 
 
+def _two_brokers(stack: ExitStack) -> tuple[KafkaService, KafkaService]:
+    """Regions A and B, started side by side (a start is mostly JVM warm-up and waiting)."""
+    managers = [services.own_native_kafka(hint) for hint in ("region-a", "region-b")]
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(manager.__enter__) for manager in managers]
+    for manager, future in zip(managers, futures, strict=True):
+        if future.exception() is None:
+            stack.push(manager.__exit__)  # stopped however the other start went
+    a, b = (future.result()[0] for future in futures)
+    return a, b
+
+
 def _read_until(journal: KafkaJournal, topic: str, count: int) -> list[Record]:
     """The first ``count`` records of ``topic``, waiting for the topic and its records."""
     wait_records(journal, topic, count)
@@ -115,8 +121,8 @@ def test_package_and_command_topics_reach_b_under_other_offsets(regions: Regions
     offsets_a = [regions.a.send(regions.raw["package"], v, key=b"k") for v in values]
     regions.a.send(regions.raw["command"], b"clear")
 
-    copied = _read_until(regions.b, regions.on_b(regions.raw["package"]), len(values))
-    commands = _read_until(regions.b, regions.on_b(regions.raw["command"]), 1)
+    copied = _read_until(regions.b, on_b(regions.raw["package"]), len(values))
+    commands = _read_until(regions.b, on_b(regions.raw["command"]), 1)
 
     assert [r.value for r in copied] == values
     assert [r.key for r in copied] == [b"k"] * len(values)
@@ -131,8 +137,8 @@ def test_status_and_discovery_of_b_reach_a(regions: Regions) -> None:
     regions.b.send(regions.raw["discovery"], b"announce-b")
     regions.b.send(regions.raw["status"], b"status-b")
 
-    discovery = _read_until(regions.a, regions.on_a(regions.raw["discovery"]), 1)
-    status = _read_until(regions.a, regions.on_a(regions.raw["status"]), 1)
+    discovery = _read_until(regions.a, on_a(regions.raw["discovery"]), 1)
+    status = _read_until(regions.a, on_a(regions.raw["status"]), 1)
     assert [r.value for r in discovery] == [b"announce-b"]
     assert [r.value for r in status] == [b"status-b"]
 
@@ -217,7 +223,7 @@ def test_a_subscriber_and_a_clone_of_its_store_fail_over_to_b_by_sequence(
         assert in_b.loop.sequences.replays == 3
 
     client = s3_client(s3_service)
-    mirrored = Regions.on_b(regions.scd["package"])
+    mirrored = on_b(regions.scd["package"])
     # The blob stays in A until the subscriber on B has tried the package at least once.
     with BlobReplicator(client, bucket_a, bucket_b, lag_s=3600) as replicator:
         offsets += [send(4), send(5), send(6, spilled=True)]
