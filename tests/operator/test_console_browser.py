@@ -3,7 +3,8 @@ publisher and two real subscribers on the embedded journal: the page loads and s
 queues; a wrong token is refused visibly and changes nothing; a distribute made through the
 page appears on the log and drains; markup and terminal escapes in a path and in errors are
 shown as text; each subscriber's failed attempt shows as a failure event (discarded or
-retried); a clear made through the page shrinks a blocked queue; a phone-sized window
+retried); a clear made through the page shrinks a blocked queue; a pause made through the page
+shows PAUSED and its button resumes; a phone-sized window
 needs no sideways scrolling; 100 subscribers page, filter and sort.
 
 Screenshots land in build/test-artifacts/console (SCD_TEST_ARTIFACTS), hostile text included;
@@ -157,6 +158,17 @@ def test_console_in_a_browser(embedded: Embedded, browser: Any, artifacts: Path)
     page.wait(lambda: int(page.queues()[qb]["size"]) < 3, "edge-b's queue shrinking")
     page.wait(lambda: page.queues()[qb]["state"] == "IDLE", "edge-b drained", IMPORT_WAIT_S)
     page.shot("5-cleared")
+
+    # Pause edge-b through the page: its queue shows PAUSED and the button resumes it.
+    answer = page.act(f"pause {qb}", lambda: page.click("pause-toggle"))
+    assert answer.startswith("ok"), answer
+    page.wait(lambda: page.queues()[qb]["state"] == "PAUSED", "edge-b paused", IMPORT_WAIT_S)
+    page.wait(lambda: page.text("pause-toggle") == "Resume", "the resume button")
+    page.shot("5-paused")
+    answer = page.act(f"resume {qb}", lambda: page.click("pause-toggle"))
+    assert answer.startswith("ok"), answer
+    page.wait(lambda: page.queues()[qb]["state"] == "IDLE", "edge-b resumed", IMPORT_WAIT_S)
+    assert page.text("pause-toggle") == "Pause"
 
     # A phone: one column, no sideways scrolling of the page (wide tables scroll in place).
     browser.set_window_size(390, 844)

@@ -14,7 +14,7 @@
   const LATEST_ROWS = 15;
   const MAX_RESULTS = 10;
   const TOKEN_KEY = "scd-console-token";
-  const STATE_ORDER = { BLOCKED: 0, RUNNING: 1, IDLE: 2 };
+  const STATE_ORDER = { BLOCKED: 0, PAUSED: 1, RUNNING: 2, IDLE: 3 };
 
   const state = {
     token: sessionStorage.getItem(TOKEN_KEY) || "",
@@ -228,6 +228,10 @@
     const queue = state.queues.find((q) => q.name === name);
     const editable = Boolean(queue && queue.editable);
     for (const id of ["clear-head", "clear-first", "clear-all", "clear-count"]) $(id).disabled = !editable;
+    // One button: Resume while the queue shows PAUSED; an aggregated queue is not paused itself.
+    const pause = $("pause-toggle");
+    pause.textContent = queue && queue.state === "PAUSED" ? "Resume" : "Pause";
+    pause.disabled = !queue || queue.subscriberSlingId === "aggregated";
     $("detail-editable").textContent = !queue
       ? "this subscriber is no longer alive"
       : editable
@@ -345,6 +349,16 @@
     );
   }
 
+  function pauseOrResume() {
+    const name = state.selected;
+    const queue = state.queues.find((q) => q.name === name);
+    if (!queue) return;
+    const action = queue.state === "PAUSED" ? "resume" : "pause";
+    act(`${action} ${name}`, "POST", queuePath(name, `/${action}`), undefined, (d) =>
+      `${d.paused ? "pause" : "resume"} sent (command at offset ${d.commandOffset})`,
+    );
+  }
+
   function init() {
     $("token-form").addEventListener("submit", (event) => {
       event.preventDefault();
@@ -368,6 +382,7 @@
     $("clear-head").addEventListener("click", () => clear("head"));
     $("clear-first").addEventListener("click", () => clear("first"));
     $("clear-all").addEventListener("click", () => clear("all"));
+    $("pause-toggle").addEventListener("click", pauseOrResume);
     for (const id of ["queue-filter", "queue-state", "queue-sort"]) {
       for (const type of ["input", "change"]) {
         $(id).addEventListener(type, () => {
