@@ -130,17 +130,19 @@ class Retries:
         """Sleep ``delay_s``, and on while paused (a paused subscriber attempts nothing); False
         early when stopping or when a clear covers ``offset``."""
         deadline = time.monotonic() + delay_s
-        while time.monotonic() < deadline:
+        while True:
             if self.stop.is_set():
                 return False
             self.clears.persist()
             if offset <= self.clears.cleared(pub_agent):
                 log.info("offset %d cleared while being retried", offset)
                 return False
+            left = deadline - time.monotonic()
             if self.clears.paused:
-                deadline = max(deadline, time.monotonic() + WAIT_STEP_S)
-            self.stop.wait(min(WAIT_STEP_S, max(deadline - time.monotonic(), 0)))
-        return True
+                left = WAIT_STEP_S
+            elif left <= 0:
+                return True
+            self.stop.wait(min(WAIT_STEP_S, left))
 
     def _set_attempts(self, attempts: int) -> None:
         self.attempts = attempts
