@@ -10,6 +10,9 @@ only once its content is about current. It becomes ready on the first of:
   current by waiting; blocking readiness on it would keep the instance out for good);
 * forced: ``force_ready_s`` passed since start, whatever happens.
 
+A paused subscriber (subscriber.bookkeeper.commands) is not idle: it is not caught up, so only
+the forced rule makes it ready while paused; the idle time starts again after the resume.
+
 Once ready it stays ready, as in Sling: readiness is about the start, and an instance that
 served traffic must not flap out of the load balancer when a burst of packages arrives. A
 background thread that is down is another matter: ``supervised_check`` makes the endpoint
@@ -101,6 +104,7 @@ class Readiness:
         self._lock = threading.Lock()
         self.started = started if started is not None else clock()
         self._idle_since: float | None = None
+        self._paused = False
         self._ready_at: float | None = None
         self._reason: ReadyReason | None = None
         self._detail = ""
@@ -110,10 +114,17 @@ class Readiness:
         """A poll returned ``records`` records (0: nothing to import, the log is drained)."""
         now = self._now(now)
         with self._lock:
+            self._paused = False
             if records > 0:
                 self._idle_since = None
             elif self._idle_since is None:
                 self._idle_since = now
+
+    def on_paused(self) -> None:
+        """The subscriber is paused: not idle (polls after the resume start the idle time)."""
+        with self._lock:
+            self._paused = True
+            self._idle_since = None
 
     def on_imported(self, created_ms: int, now: float | None = None) -> None:
         """A package published at ``created_ms`` (epoch ms; 0 = unknown) was imported."""
@@ -178,7 +189,9 @@ class Readiness:
 
     def _waiting(self, now: float) -> str:
         parts = ["not ready: "]
-        if self._idle_since is None:
+        if self._paused:
+            parts.append("paused")
+        elif self._idle_since is None:
             parts.append("importing")
         else:
             parts.append(f"idle for {now - self._idle_since:.1f} s")

@@ -266,6 +266,7 @@ class ImportLoop:
             if not self._holding:
                 self.close()  # what was read ahead is read again after the resume
                 self._holding = True
+            self.readiness.on_paused()
             self.stop.wait(self.settings.poll_timeout_s)
             return True
         if self._holding:  # resumed

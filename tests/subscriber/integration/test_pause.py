@@ -18,4 +18,5 @@ pytestmark = pytest.mark.integration
 def test_a_pause_holds_imports_across_a_restart_and_resume_imports_the_rest_once(
     env: Env, spark: Any
 ) -> None:
-    pause.paused_across_a_restart(env, partial(env.agent, spark))
+    # No idle-time store maintenance: it would only delay the imports this test waits for.
+    pause.paused_across_a_restart(env, partial(env.agent, spark, maintenance_enabled=False))

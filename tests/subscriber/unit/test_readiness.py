@@ -67,6 +67,22 @@ def test_retrying_is_not_idle() -> None:
     assert not r.check()[0]
 
 
+def test_paused_is_not_idle() -> None:
+    r, clock = fresh()
+    r.on_poll(0)
+    clock.now += 5
+    r.on_paused()
+    clock.now += 60
+    ready, reason = r.check()
+    assert not ready
+    assert "paused" in reason
+    r.on_poll(0)  # resumed: the idle time starts again
+    clock.now += 9
+    assert not r.check()[0]
+    clock.now += 1
+    assert r.check()[0]
+
+
 def test_recent_message_makes_ready_at_once() -> None:
     r, clock = fresh()
     r.on_imported(int((clock.now - 121) * 1000))
