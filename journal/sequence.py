@@ -22,9 +22,15 @@ any number it ever gave: subscribers see a jump and report a gap, but never refu
 Two instances of one agent sending at the same moment each number from what they read: they can
 give one number twice, or write a higher number before a lower one. A subscriber then refuses
 the later-logged record as a replay (counted and logged, never silently). Distribution from
-several instances therefore needs them to take turns (docs/security.md: replays). A failed send
-never gives its number back: it may still have reached the log, and a number used twice would
-refuse a package, while a number skipped only reports a gap.
+several instances therefore needs them to take turns (docs/security.md: replays).
+
+A failed send may or may not have reached the log, so the number after it is read from the log
+again: a record that never landed leaves no gap (a broker outage would otherwise put every
+subscriber in SEQUENCE_GAP), and one that did is not numbered twice. Only a record that lands
+after that read (librdkafka gave up on it while the broker was still writing it) is numbered
+twice, and a subscriber refuses it as a replay, counted and logged. Waiting for the lock is
+bounded too (``wait_s``): a request behind a send stuck on an unreachable broker fails as
+unavailable (a retry helps) instead of queueing for one send timeout per request ahead of it.
 """
 
 from __future__ import annotations
@@ -52,6 +58,9 @@ MAX_SCAN_RECORDS = 5000
 # How long reading one step may take before the journal counts as unavailable (a retry helps).
 SCAN_TIMEOUT_S = 30.0
 POLL_S = 0.5
+# How long a record waits for the send ahead of it (its journal's send timeout, by default
+# Kafka's): beyond it the journal counts as unavailable.
+DEFAULT_WAIT_S = 30.0
 
 Numbered = PackageMessage | CommandMessage
 
@@ -159,14 +168,16 @@ class Sequencer:
         agent: str,
         verifier: RecordVerifier | None = None,
         max_scan_records: int = MAX_SCAN_RECORDS,
+        wait_s: float = DEFAULT_WAIT_S,
     ) -> None:
         """``verifier``: the agent's own public key when it signs, so that only its own records
-        count when the tail is read."""
+        count when the tail is read; ``wait_s``: how long a number waits for the send ahead."""
         self.journal = journal
         self.topic = topic
         self.agent = agent
         self.verifier = verifier
         self.max_scan_records = max_scan_records
+        self.wait_s = wait_s
         self._lock = threading.Lock()
         self._last: int | None = None  # the last number given; None: read the log first
         self._stale = False  # set by resync: read the log before the next number
@@ -183,13 +194,25 @@ class Sequencer:
     @contextmanager
     def numbering(self) -> Iterator[int]:
         """The next number, held until the block ends: the caller sends the record inside it,
-        so that this instance writes its numbers in order. The number is spent even when the
-        block raises (see the module docstring)."""
-        with self._lock:
+        so that this instance writes its numbers in order. When the block raises, the number
+        after it is read from the log (see the module docstring). JournalUnavailable when the
+        send ahead holds the lock longer than ``wait_s``."""
+        if not self._lock.acquire(timeout=self.wait_s):
+            raise JournalUnavailable(
+                f"{self.topic}: the record of {self.agent} ahead of this one waited over "
+                f"{self.wait_s} s for the journal"
+            )
+        try:
             if self._last is None or self._stale:
                 self._last, self._stale = self._resume(), False
             self._last += 1
-            yield self._last
+            try:
+                yield self._last
+            except BaseException:
+                self._stale = True
+                raise
+        finally:
+            self._lock.release()
 
     def _resume(self) -> int:
         found, bound = highest_sequence(

@@ -117,7 +117,9 @@ class PublisherAgent:
         # with a signing key only records the agent's own key signed count there.
         own_key = self.signer.verifier() if self.signer is not None else None
         self.sequencers = [
-            Sequencer(journal, topic, settings.agent_name, own_key)
+            Sequencer(
+                journal, topic, settings.agent_name, own_key, wait_s=journal_settings.send_timeout_s
+            )
             for topic in (topics.package, topics.command)
         ]
         self.distributor = Distributor(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from journal.api import TopicSpec
+from journal.errors import JournalUnavailable
 from journal.sequence import Sequencer, highest_sequence
 from journal.sqlite.journal import SqliteJournal
 from journal.wire import messages as m
@@ -57,11 +60,40 @@ def test_numbers_grow_across_restarts_and_instances(journal: SqliteJournal) -> N
     assert highest_sequence(journal, TOPIC, "pub") == (5, 6)
 
 
-def test_a_failed_send_spends_its_number(journal: SqliteJournal) -> None:
+def test_after_a_failed_send_the_next_number_is_read_from_the_log(
+    journal: SqliteJournal,
+) -> None:
     sequencer = Sequencer(journal, TOPIC, "pub")
+    assert numbers(sequencer, 1) == [1]
+    # A record that never reached the log leaves no gap.
     with pytest.raises(RuntimeError), sequencer.numbering():
         raise RuntimeError("send failed")
     assert numbers(sequencer, 1) == [2]
+    # A record that reached the log although its send failed is not numbered twice.
+    with pytest.raises(RuntimeError), sequencer.numbering() as number:
+        send(journal, package("pub", number))
+        raise RuntimeError("acknowledgement lost")
+    assert numbers(sequencer, 1) == [4]
+
+
+def test_a_number_waits_for_the_send_ahead_at_most_wait_s(journal: SqliteJournal) -> None:
+    sequencer = Sequencer(journal, TOPIC, "pub", wait_s=0.2)
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck_send() -> None:
+        with sequencer.numbering():
+            entered.set()
+            release.wait(10)
+
+    ahead = threading.Thread(target=stuck_send)
+    ahead.start()
+    assert entered.wait(10)
+    started = time.monotonic()
+    with pytest.raises(JournalUnavailable), sequencer.numbering():
+        pass
+    assert time.monotonic() - started < 5
+    release.set()
+    ahead.join(10)
 
 
 def test_resync_reads_what_another_instance_sent(journal: SqliteJournal) -> None:
