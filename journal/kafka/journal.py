@@ -70,6 +70,11 @@ ACK_POLL_S = 0.05
 UNREACHABLE_CODES = frozenset(
     {KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
 )
+# Offset queries failing with these mean the metadata client lost the partition, not that the
+# topic is gone (create_topics and the readers' checks say that).
+STALE_METADATA_CODES = frozenset(
+    {KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART}
+)
 # Beyond send_timeout_s, how long a synchronous send waits for librdkafka's own timeout
 # report: delivery-report latency only.
 ACK_MARGIN_S = 1.0
@@ -340,13 +345,19 @@ class KafkaJournal(Journal):
                     timeout=self.request_timeout_s if timeout_s is None else timeout_s,
                 )
             except KafkaException as exc:
+                if exc.args[0].code() in STALE_METADATA_CODES:
+                    # After a broker hang this client can keep the partition unknown and fail
+                    # every later call at once; a new client reads the metadata afresh.
+                    self._meta = None
+                    meta.close()
                 raise journal_error(
                     exc.args[0], f"read offsets of {topic}-{partition}", self._where
                 ) from exc
             finally:
                 # This client never fetches: serve its queued error events here, or they pile
                 # up for as long as a broker is down.
-                meta.poll(0)
+                if self._meta is meta:
+                    meta.poll(0)
         return int(low), int(high)
 
     def _high_watermark(self, topic: str, partition: int) -> int:
