@@ -73,8 +73,17 @@ UNREACHABLE_CODES = frozenset(
 # Offset queries failing with these mean the metadata client lost the partition, not that the
 # topic is gone (create_topics and the readers' checks say that).
 STALE_METADATA_CODES = frozenset(
-    {KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART}
+    {
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+    }
 )
+# Backoff between offset queries answered from stale metadata.
+STALE_RETRY_FIRST_S = 0.1
+STALE_RETRY_MAX_S = 1.0
 # Beyond send_timeout_s, how long a synchronous send waits for librdkafka's own timeout
 # report: delivery-report latency only.
 ACK_MARGIN_S = 1.0
@@ -337,28 +346,37 @@ class KafkaJournal(Journal):
     def _watermarks(
         self, topic: str, partition: int, timeout_s: float | None = None
     ) -> tuple[int, int]:
-        with self._meta_lock:
-            meta = self._metadata_consumer()
-            try:
-                low, high = meta.get_watermark_offsets(
-                    TopicPartition(topic, partition),
-                    timeout=self.request_timeout_s if timeout_s is None else timeout_s,
-                )
-            except KafkaException as exc:
-                if exc.args[0].code() in STALE_METADATA_CODES:
-                    # After a broker hang this client can keep the partition unknown and fail
-                    # every later call at once; a new client reads the metadata afresh.
-                    self._meta = None
-                    meta.close()
-                raise journal_error(
-                    exc.args[0], f"read offsets of {topic}-{partition}", self._where
-                ) from exc
-            finally:
-                # This client never fetches: serve its queued error events here, or they pile
-                # up for as long as a broker is down.
-                if self._meta is meta:
-                    meta.poll(0)
-        return int(low), int(high)
+        # Stale metadata (a leader move, a broker back from a hang) is asked again with a new
+        # client until the timeout, as Java clients do: the client keeps failing at once until
+        # it is replaced, and a new leader takes a few seconds to be elected.
+        timeout = self.request_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout
+        pause = STALE_RETRY_FIRST_S
+        while True:
+            with self._meta_lock:
+                meta = self._metadata_consumer()
+                try:
+                    low, high = meta.get_watermark_offsets(
+                        TopicPartition(topic, partition),
+                        timeout=max(deadline - time.monotonic(), ACK_POLL_S),
+                    )
+                    return int(low), int(high)
+                except KafkaException as exc:
+                    stale = exc.args[0].code() in STALE_METADATA_CODES
+                    if stale:
+                        self._meta = None
+                        meta.close()
+                    if not stale or time.monotonic() + pause >= deadline:
+                        raise journal_error(
+                            exc.args[0], f"read offsets of {topic}-{partition}", self._where
+                        ) from exc
+                finally:
+                    # This client never fetches: serve its queued error events here, or they
+                    # pile up for as long as a broker is down.
+                    if self._meta is meta:
+                        meta.poll(0)
+            time.sleep(pause)
+            pause = min(pause * 2, STALE_RETRY_MAX_S)
 
     def _high_watermark(self, topic: str, partition: int) -> int:
         """The stall check's question, answered by a client that is not the one it checks."""

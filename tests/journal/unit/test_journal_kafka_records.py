@@ -8,18 +8,21 @@ would, and that poll() moves positions and handles error events as before.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_INVALID, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, Message, TopicPartition
 
 from journal.api import Record
 from journal.errors import JournalError, JournalUnavailable
 from journal.kafka import consumer as kafka_consumer
 from journal.kafka import fenced as kafka_fenced
+from journal.kafka import journal as kafka_journal
 from journal.kafka.consumer import STALL_CHECK_S, KafkaConsumer, KafkaRecord
 from journal.kafka.errors import journal_error
+from journal.kafka.journal import KafkaJournal
 
 TOPIC = "t"
 # A record timestamp (ms since the epoch, November 2023): any value the client passes through.
@@ -217,3 +220,60 @@ def test_a_partition_the_client_does_not_know_yet_is_worth_a_retry() -> None:
     error = journal_error(KafkaError(KafkaError._UNKNOWN_PARTITION), "read offsets of t-0")
     assert isinstance(error, JournalUnavailable)
     assert journal_error(KafkaError(KafkaError._UNKNOWN_TOPIC), "x").retriable is False
+
+
+class MetadataClient:
+    """Stands in for the journal's offsets client: fails with `errors` in turn, then answers."""
+
+    def __init__(self, errors: list[int]) -> None:
+        self.errors = errors
+        self.closed = False
+
+    def get_watermark_offsets(self, _tp: TopicPartition, **_options: float) -> tuple[int, int]:
+        if self.errors:
+            raise KafkaException(KafkaError(self.errors.pop(0)))
+        return 2, 7
+
+    def poll(self, _timeout: float) -> None:
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def journal_with_clients(
+    monkeypatch: pytest.MonkeyPatch, clients: Iterable[MetadataClient]
+) -> KafkaJournal:
+    journal = KafkaJournal("127.0.0.1:1", request_timeout_s=0.5)
+    made = iter(clients)
+    monkeypatch.setattr(kafka_journal, "RdConsumer", lambda _config: next(made))
+    return journal
+
+
+def test_stale_offsets_client_is_replaced_and_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """'Not leader' after a broker hang: the client is closed, new ones ask again until one is
+    answered (a new leader takes a few seconds)."""
+    stale = [MetadataClient([KafkaError.NOT_LEADER_FOR_PARTITION]) for _ in range(2)]
+    fresh = MetadataClient([])
+    journal = journal_with_clients(monkeypatch, [*stale, fresh])
+    assert journal.latest_offset(TOPIC) == 7
+    assert all(client.closed for client in stale)
+    assert not fresh.closed
+
+
+def test_stale_offsets_are_asked_until_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    code = KafkaError._UNKNOWN_PARTITION
+    journal = journal_with_clients(monkeypatch, (MetadataClient([code]) for _ in iter(int, 1)))
+    started = time.monotonic()
+    with pytest.raises(JournalUnavailable):
+        journal.latest_offset(TOPIC)
+    assert 0.3 <= time.monotonic() - started < 2.0
+
+
+def test_a_timeout_is_not_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker that does not answer would multiply the caller's wait: one try only."""
+    hung = MetadataClient([KafkaError._TIMED_OUT])
+    journal = journal_with_clients(monkeypatch, [hung])
+    with pytest.raises(JournalUnavailable):
+        journal.latest_offset(TOPIC)
+    assert not hung.closed
