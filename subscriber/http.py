@@ -11,7 +11,8 @@ that holds an offset resumes from it. Launchers (deploy/cluster.sh, compose heal
 for it before they call the cluster up; it turns true before the store has opened.
 * ``GET /metrics``: Prometheus text exposition.
 
-The endpoint knows nothing of the agent: it is given three callables. It runs uvicorn in a
+The endpoint knows nothing of the agents: it is given three callables (a daemon's, over all
+its agents, come from subscriber.fleet.view). It runs uvicorn in a
 background thread; uvicorn installs signal handlers only in the main thread, so the daemon
 keeps its own SIGTERM handling (see runtime/http_server.py).
 """
@@ -62,9 +63,11 @@ MetricsSource = Callable[[], bytes]  # subscriber.metrics.SubscriberMetrics.rend
 def create_app(health: HealthSource, ready: ReadinessCheck, metrics: MetricsSource) -> FastAPI:
     app = FastAPI(title="scd subscriber", docs_url=None, redoc_url=None, openapi_url=None)
 
-    @app.get("/health")
-    def get_health() -> Health:
-        return health()
+    @app.get("/health", response_model=Health)
+    def get_health() -> JSONResponse:
+        # The model's own fields, a subclass's included (a daemon's per-agent detail,
+        # subscriber.fleet.view): a response_model would drop those.
+        return JSONResponse(health().model_dump(mode="json", by_alias=True))
 
     @app.get("/ready", responses={503: {"model": ReadyAnswer}})
     def get_ready() -> JSONResponse:

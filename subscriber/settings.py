@@ -36,6 +36,10 @@ class SubscriberSettings(ScdSettings):
         default_factory=lambda: ["publish"], min_length=1
     )
     store_path: str = ".scd/store"
+    # Several agents in this one process, each with its name, store and overrides of these
+    # settings (subscriber/fleet/agents_file.py, docs/operations.md); None: one agent, the
+    # one these settings describe.
+    agents_file: str | None = None
     # Where a brand-new store starts: Sling's default is the latest offset (new content only).
     reset: Literal["latest", "earliest"] = "latest"
     # Lag beyond retention (subscriber/bookkeeper/behind_log.py): continue past offsets the package

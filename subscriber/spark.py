@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from subscriber.settings import SubscriberSettings
@@ -15,7 +16,11 @@ S3A_PACKAGE = "org.apache.hadoop:hadoop-aws:3.4.1"
 SPARK_LOG_LEVEL = "ERROR"
 
 
-def spark_config(settings: SubscriberSettings) -> dict[str, str]:
+def spark_config(
+    settings: SubscriberSettings, stores: Sequence[str] | None = None
+) -> dict[str, str]:
+    """``stores``: the store paths the session serves (a daemon's agents; None: the one of
+    ``settings``), for s3a's jars and configuration."""
     config = {
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -28,7 +33,8 @@ def spark_config(settings: SubscriberSettings) -> dict[str, str]:
         # Stage progress bars would interleave with the agent's logs and the CLI's output.
         "spark.ui.showConsoleProgress": "false",
     }
-    on_s3 = settings.store_path.startswith("s3a://")
+    paths = [settings.store_path] if stores is None else stores
+    on_s3 = any(path.startswith("s3a://") for path in paths)
     if settings.spark_jars:
         config["spark.jars"] = ",".join(settings.spark_jars)
     else:
@@ -57,11 +63,13 @@ def spark_config(settings: SubscriberSettings) -> dict[str, str]:
     return config
 
 
-def spark_session(settings: SubscriberSettings, app_name: str) -> Any:
+def spark_session(
+    settings: SubscriberSettings, app_name: str, *, stores: Sequence[str] | None = None
+) -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(settings.spark_master).appName(app_name)
-    for key, value in spark_config(settings).items():
+    for key, value in spark_config(settings, stores).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
