@@ -6,6 +6,7 @@
 * the announcer (subscriber.announcer): discovery messages and the lag;
 * the command reader (subscriber.bookkeeper.commands): clear requests (editable subscribers
   only), pause and resume, which the import loop persists;
+* the canaries' status reader, for a staged subscriber (subscriber.bookkeeper.staging);
 * the writer lease (subscriber.writer.role), when given one: renewed while this process
   writes the store, watched while it is a standby.
 
@@ -31,9 +32,10 @@ from subscriber.bookkeeper.counters import AgentCounters
 from subscriber.bookkeeper.decoding import RecordDecoder
 from subscriber.bookkeeper.failures import FailureReporter
 from subscriber.bookkeeper.loop import ImportLoop
+from subscriber.bookkeeper.staging import CanaryStatuses, StagedImport
 from subscriber.bookkeeper.statuses import IDLE_CHECKPOINT_COMMITS, Bookkeeping
 from subscriber.bookkeeper.triage import InvalidateHook
-from subscriber.http import Health
+from subscriber.http import CanaryWait, Health
 from subscriber.maintenance import MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness, ReadinessRules, supervised_check
@@ -111,6 +113,17 @@ class SubscriberAgent:
             self._stop,
         )
         self.clears.on_pause_stored = self.announcer.now.set
+        self.staging: StagedImport | None = None
+        if settings.staged_after:
+            canaries = CanaryStatuses(
+                settings.staged_after,
+                settings.pub_agents,
+                lambda: journal.latest_offset(self.topics.package),
+                self.metrics,
+            )
+            self.staging = StagedImport(
+                canaries, self.clears, settings.staged_wait_s, self.metrics, self._stop
+            )
         self.loop = ImportLoop(
             settings,
             journal,
@@ -133,8 +146,10 @@ class SubscriberAgent:
             self.role,
             self._stop,
             invalidate,
+            self.staging,
         )
         self._commands: MessagePoller | None = None
+        self._statuses: MessagePoller | None = None
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -172,6 +187,15 @@ class SubscriberAgent:
             name=f"{self.name}-commands",
         ).start()
         self.supervisor.watch(self._commands.thread)
+        if self.staging is not None:  # from the earliest: the canaries' statuses so far
+            self._statuses = MessagePoller(
+                self.journal,
+                self.topics.status,
+                Position.earliest(),
+                {m.PackageStatusMessage: self.staging.statuses.on_status},
+                name=f"{self.name}-canary-statuses",
+            ).start()
+            self.supervisor.watch(self._statuses.thread)
         self.supervisor.spawn(f"{self.name}-import", self.loop.run)
         return self
 
@@ -181,6 +205,8 @@ class SubscriberAgent:
         self.announcer.now.set()
         if self._commands is not None:
             self._commands.stop()
+        if self._statuses is not None:
+            self._statuses.stop()
         self.supervisor.stop(timeout_s)
         self.loop.shutdown()
         self.bookkeeping.maintenance.wait(timeout_s)  # a VACUUM in its own thread
@@ -219,6 +245,9 @@ class SubscriberAgent:
             return "SEQUENCE_GAP"
         if self.clears.paused:
             return "PAUSED"
+        staged = self.staging.state if self.staging is not None else None
+        if staged is not None:
+            return staged
         if self.retries:
             return "BLOCKED" if self.settings.max_retries < 0 else "RETRYING"
         return "RUNNING" if self.lag else "IDLE"
@@ -244,7 +273,15 @@ class SubscriberAgent:
             role=self.role.describe(),
             holds_position=self.holds_position,
             start_offset=self.loop.gaps.start_offset,
+            canary_wait=self._canary_wait(),
         )
+
+    def _canary_wait(self) -> CanaryWait | None:
+        waiting = self.staging.waiting if self.staging is not None else None
+        if waiting is None:
+            return None
+        offset, verdict = waiting
+        return CanaryWait(offset=offset, pending=[*verdict.pending], failed=[*verdict.failed])
 
     def ready(self) -> tuple[bool, str]:
         """Readiness (subscriber.readiness), False while a background thread is down, the

@@ -33,6 +33,14 @@ from runtime.http_server import DEFAULT_HOST, AppServer, ServerError
 HealthServerError = ServerError
 
 
+class CanaryWait(BaseModel):
+    """The package a staged subscriber waits with (subscriber.bookkeeper.staging)."""
+
+    offset: int
+    pending: list[str]  # canaries that did not report it yet (WAITING_FOR_CANARY)
+    failed: list[str]  # canaries that failed it for good (CANARY_FAILED: held)
+
+
 class Health(BaseModel):
     """Liveness answer (camelCase JSON like the publisher's API)."""
 
@@ -42,12 +50,13 @@ class Health(BaseModel):
     instance_id: str | None  # None until the content store is open
     processed_offset: int | None  # None: nothing processed yet
     state: str  # e.g. STARTING, IDLE, RUNNING, BLOCKED, BEHIND_LOG, SEQUENCE_GAP,
-    # PAUSED, STANDBY, STOPPING
+    # PAUSED, WAITING_FOR_CANARY, CANARY_FAILED, STANDBY, STOPPING
     # "active (writer epoch N)", or "standby: store X is written by Y (epoch N)"
     role: str = "active"
     # Every package distributed from now on will be imported (see the module docstring).
     holds_position: bool = False
     start_offset: int | None = None  # where a new store starts (reset, fixed at process start)
+    canary_wait: CanaryWait | None = None  # a staged subscriber's wait, while it waits
 
 
 class ReadyAnswer(BaseModel):

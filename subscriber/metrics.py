@@ -151,6 +151,36 @@ class SubscriberMetrics:
         self.current_retries = Gauge(
             "scd_current_retries", "Retries of the package being imported", label, registry=r
         ).labels(agent)
+        # Staged (canary) import (subscriber/bookkeeper/staging.py).
+        self.canary_waiting = Gauge(
+            "scd_canary_waiting",
+            "1 while a package waits for the canaries' statuses (WAITING_FOR_CANARY or "
+            "CANARY_FAILED)",
+            label,
+            registry=r,
+        ).labels(agent)
+        self.canary_held = Gauge(
+            "scd_canary_held",
+            "1 while a package a canary failed for good is held (CANARY_FAILED): alert on it",
+            label,
+            registry=r,
+        ).labels(agent)
+        self.canary_waits = Counter(
+            "scd_canary_waits", "Packages that waited for the canaries' statuses", label, registry=r
+        ).labels(agent)
+        self.canary_wait_timeouts = Counter(
+            "scd_canary_wait_timeouts",
+            "Waits for the canaries that lasted the staged wait time (the wait goes on)",
+            label,
+            registry=r,
+        ).labels(agent)
+        self._canary_statuses_ignored = Counter(
+            "scd_canary_statuses_ignored",
+            "Status records naming a canary that did not count, by reason (oversized, agent, "
+            "status, offset)",
+            ["agent", "reason"],
+            registry=r,
+        )
         self._package_status_count = Counter(
             "scd_package_status_count",
             "Package statuses sent, by status",
@@ -265,6 +295,9 @@ class SubscriberMetrics:
 
     def command_ignored(self, reason: str) -> None:
         self._ignored_commands.labels(self.agent, reason).inc()
+
+    def canary_status_ignored(self, reason: str) -> None:
+        self._canary_statuses_ignored.labels(self.agent, reason).inc()
 
     def status_sent(self, status: str) -> None:
         self._package_status_count.labels(self.agent, status).inc()

@@ -49,6 +49,13 @@ class SubscriberSettings(ScdSettings):
     editable: bool = False
     # Sling's default -1: block and retry forever; >= 0 gives up after that many retries.
     max_retries: int = -1
+    # Staged (canary) import (subscriber/bookkeeper/staging.py, docs/operations.md): import a
+    # package only once each of these (editable) subscribers reported it on the status topic;
+    # a package one of them failed for good is held until cleared or resumed. Empty: off.
+    staged_after: Annotated[list[str], NoDecode] = Field(default_factory=list, max_length=100)
+    # How long a package waits for the canaries before the wait is logged and counted; it then
+    # waits again (never given up).
+    staged_wait_s: float = Field(default=300.0, gt=0)
     # Back-off between attempts of a failing package: Sling's 5 s doubling up to 15 min.
     retry_initial_s: float = Field(default=5.0, gt=0)
     retry_max_s: float = Field(default=900.0, gt=0)
@@ -129,12 +136,18 @@ class SubscriberSettings(ScdSettings):
     # Needed to import packages sent by reference and to read binaries; None: inline only.
     blobstore: BlobStoreSettings | None = Field(default_factory=lambda: _blob_settings_from_env())
 
-    @field_validator("pub_agents", "spark_jars", mode="before")
+    @field_validator("pub_agents", "spark_jars", "staged_after", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         return (
             [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
         )
+
+    @model_validator(mode="after")
+    def _canaries(self) -> SubscriberSettings:
+        if self.agent_name in self.staged_after:
+            raise ValueError("staged_after names this subscriber: it would wait for itself")
+        return self
 
     @model_validator(mode="after")
     def _lease_timing(self) -> SubscriberSettings:

@@ -10,6 +10,19 @@ import pytest
 from tests import services
 from tests.services import KafkaService, S3Service
 
+# Modules that take minutes on CI's 2-core machine, longest first (measured with pytest's
+# --durations). On several workers (CI: pytest-xdist, a module per worker, in collection order)
+# they start first, so none of them is left running alone at the end; the rest keep their order.
+LONGEST_MODULES = (
+    "tests/subscriber/integration/test_crash.py",
+    "tests/e2e/test_cluster.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {config.rootpath / module: i for i, module in enumerate(LONGEST_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))
+
 
 @pytest.fixture(scope="session")
 def kafka_service() -> Iterator[KafkaService]:

@@ -65,6 +65,9 @@ class Commands:
         self._numbers: dict[str, int] = {}  # pub agent -> highest command number read
         # The last pause or resume admitted and not yet stored: (paused, pub agent, number).
         self._pause: tuple[bool, str, int] | None = None
+        # Resumes stored since this process started (a resume releases a staged subscriber's
+        # package held by a canary's failure: subscriber.bookkeeper.staging).
+        self.resumes = 0
 
     def _kind(self, command: m.CommandMessage) -> str | None:
         """ "clear", "pause" or "resume"; None for a command this subscriber does not obey
@@ -156,6 +159,7 @@ class Commands:
                     self._pause = self._pause or pause
                 raise
             log.info("%s: %s", self.name, "paused" if paused else "resumed")
+            self.resumes += 0 if paused else 1
             self.on_pause_stored()
         with self._lock:
             pending = {a: o for a, o in self._requested.items() if o > self.cleared(a)}

@@ -17,6 +17,9 @@ in its batch; one that failed for a reason a retry may mend is isolated and retr
 (subscriber.bookkeeper.retries). Offsets the package topic deleted before they were read stop the
 import (subscriber.bookkeeper.behind_log).
 
+A staged subscriber (subscriber.bookkeeper.staging) commits the packages before one its
+canaries did not report yet, then waits for them before importing it.
+
 A paused subscriber (subscriber.bookkeeper.commands) finishes the batch it is committing, then
 holds: it drops what it read ahead and reads nothing until resumed, when it reads on from the
 record after the last one it processed.
@@ -47,6 +50,7 @@ from subscriber.bookkeeper.failures import FailureReporter
 from subscriber.bookkeeper.resume import resume_offset
 from subscriber.bookkeeper.retries import AttemptFailed, Retries, RetryPolicy
 from subscriber.bookkeeper.sequences import SequenceCheck
+from subscriber.bookkeeper.staging import StagedImport
 from subscriber.bookkeeper.statuses import Bookkeeping
 from subscriber.bookkeeper.triage import InvalidateHook, Triage
 from subscriber.metrics import SubscriberMetrics
@@ -82,6 +86,7 @@ class ImportLoop:
         role: WriterRole,
         stop: threading.Event,
         invalidate: InvalidateHook | None = None,
+        staging: StagedImport | None = None,
     ) -> None:
         self.settings = settings
         self.name = settings.agent_name
@@ -96,6 +101,7 @@ class ImportLoop:
         self.gaps = gaps
         self.role = role
         self.stop = stop
+        self.staging = staging  # None: not staged after canaries
         self.topic = settings.journal.topics.package
         self.counters = AgentCounters()
         self.retries = Retries(
@@ -303,6 +309,9 @@ class ImportLoop:
         for record, decoded in polled:
             if self.stop.is_set():
                 break
+            changes = self._await_canaries(record, decoded, changes)
+            if self.stop.is_set():
+                break
             try:
                 changes.add(self.triage.unit(record, decoded, changes))
             except Exception as exc:  # this package fails: import the ones before it first
@@ -312,6 +321,22 @@ class ImportLoop:
         if not self.stop.is_set():
             self._prefetched = self._prefetcher.submit(self.poll)
         self._commit_or_retry(changes)
+
+    def _await_canaries(self, record: Record, decoded: Decoded, changes: ChangeSet) -> ChangeSet:
+        """``changes`` when the package at ``record`` may be imported now; else, once the
+        packages before it are committed and the canaries went past it (or it was cleared,
+        or released), a new unit of work."""
+        message = decoded.package_message
+        if self.staging is None or message is None or not self.staging.gated(decoded):
+            return changes
+        agent, offset = message.pub_agent_name, record.offset
+        if offset <= self.clears.cleared(agent) or (
+            self.staging.statuses.verdict(agent, offset).open and not self.clears.paused
+        ):
+            return changes
+        self._commit_or_retry(changes)  # what came before it is not held back with it
+        self.staging.wait(agent, offset)
+        return self.store.begin()
 
     def _commit_or_retry(self, changes: ChangeSet) -> None:
         try:
