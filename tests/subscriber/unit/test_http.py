@@ -50,6 +50,7 @@ def test_health_reports_agent_state(server: HealthServer, agent: FakeAgent) -> N
         "role": "active",
         "holdsPosition": False,
         "startOffset": None,
+        "canaryWait": None,
     }
     agent.offset = 41
     assert httpx.get(f"{server.url}/health").json()["processedOffset"] == 41
