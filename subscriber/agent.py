@@ -7,6 +7,8 @@
 * the command reader (subscriber.bookkeeper.commands): clear requests (editable subscribers
   only), pause and resume, which the import loop persists;
 * the canaries' status reader, for a staged subscriber (subscriber.bookkeeper.staging);
+* the import hooks (subscriber.hooks), run by the import thread: those given, or those
+  SCD_SUBSCRIBER_IMPORT_HOOKS names (an unknown name stops the start: ConfigError);
 * the writer lease (subscriber.writer.role), when given one: renewed while this process
   writes the store, watched while it is a standby.
 
@@ -17,6 +19,7 @@ thread restarted; ``ready`` answers False while one is down.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 from blobstore.api import BlobStore
 from journal.api import Journal, Position
@@ -34,7 +37,8 @@ from subscriber.bookkeeper.failures import FailureReporter
 from subscriber.bookkeeper.loop import ImportLoop
 from subscriber.bookkeeper.staging import CanaryStatuses, StagedImport
 from subscriber.bookkeeper.statuses import IDLE_CHECKPOINT_COMMITS, Bookkeeping
-from subscriber.bookkeeper.triage import InvalidateHook
+from subscriber.hooks import ImportHook, ImportHooks
+from subscriber.hooks.loading import load_hooks
 from subscriber.http import CanaryWait, Health
 from subscriber.maintenance import MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
@@ -55,20 +59,23 @@ class SubscriberAgent:
         store: Store,
         blobs: BlobStore | None = None,
         *,
-        invalidate: InvalidateHook | None = None,
+        hooks: Mapping[str, ImportHook] | None = None,
         lease: WriterLease | None = None,
         start_offset: int | None = None,
     ) -> None:
         """``store``: the product's is ``DeltaStore(spark, settings.store_path)``; ``lease``:
         the store's writer lease (subscriber.writer.role; None: the only writer, unchecked);
         ``start_offset``: where a new store starts, fixed when the process started
-        (subscriber.bookkeeper.behind_log.reset_position; None: resolved when the store opens)."""
+        (subscriber.bookkeeper.behind_log.reset_position; None: resolved when the store opens);
+        ``hooks``: the import hooks by name, in order (None: the configured ones)."""
+        hooks = load_hooks(settings) if hooks is None else hooks  # a bad name stops it here
         self.settings = settings
         self.journal = journal
         self.blobs = blobs
         self.topics = settings.journal.topics
         self.store = store
         self.metrics = SubscriberMetrics(settings.agent_name)
+        self.hooks = ImportHooks(hooks, self.metrics)
         self.readiness = Readiness(
             ReadinessRules(
                 idle_s=settings.ready_idle_s,
@@ -145,7 +152,7 @@ class SubscriberAgent:
             LogGaps(settings, journal, self.store, self.metrics, start_offset),
             self.role,
             self._stop,
-            invalidate,
+            self.hooks,
             self.staging,
         )
         self._commands: MessagePoller | None = None

@@ -4,6 +4,7 @@ store from ``SCD_JOURNAL_*`` and ``SCD_BLOB_*``, as for the publisher)."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
@@ -15,6 +16,9 @@ from journal.content.package import MAX_DECODED_BYTES
 from journal.settings import JournalSettings
 from journal.wire.signing import check_key_ids, parse_key_list
 from runtime.config import ScdSettings
+
+# An entry-point name (the packaging spec's), bounded: it becomes a metric label.
+HOOK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 # Spark's local JVM refuses a heap below 1.5 times the 300 MiB it reserves.
 SPARK_MIN_DRIVER_MEMORY = 450 << 20
@@ -124,6 +128,11 @@ class SubscriberSettings(ScdSettings):
     # included (bench/README.md).
     spark_driver_memory: str = Field(default="512m", pattern=r"^[1-9][0-9]{0,5}[kKmMgG]$")
 
+    # Import hooks (subscriber/hooks/, docs/import-hooks.md): names of entry points in the
+    # group scd.import_hooks, run in this order before and after each package's import. A name
+    # no installed package registers stops the start (subscriber.hooks.loading).
+    import_hooks: Annotated[list[str], NoDecode] = Field(default_factory=list, max_length=20)
+
     # Signed records: public keys accepted for package and command records, as
     # "key_id=/path/key.pub,key_id2=base64:<raw 32 bytes>" (a table in TOML); several during a
     # key rotation. Empty: records are not checked. Loaded by
@@ -136,7 +145,7 @@ class SubscriberSettings(ScdSettings):
     # Needed to import packages sent by reference and to read binaries; None: inline only.
     blobstore: BlobStoreSettings | None = Field(default_factory=lambda: _blob_settings_from_env())
 
-    @field_validator("pub_agents", "spark_jars", "staged_after", mode="before")
+    @field_validator("pub_agents", "spark_jars", "import_hooks", "staged_after", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         return (
@@ -148,6 +157,16 @@ class SubscriberSettings(ScdSettings):
         if self.agent_name in self.staged_after:
             raise ValueError("staged_after names this subscriber: it would wait for itself")
         return self
+
+    @field_validator("import_hooks")
+    @classmethod
+    def _hook_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not HOOK_NAME.fullmatch(name):
+                raise ValueError(f"{name[:100]!r} is no entry-point name ({HOOK_NAME.pattern})")
+        if len(set(value)) != len(value):
+            raise ValueError("a hook is named twice")
+        return value
 
     @model_validator(mode="after")
     def _lease_timing(self) -> SubscriberSettings:

@@ -18,6 +18,7 @@ from journal.api import Journal
 from journal.errors import JournalError
 from journal.messaging import MessageSender
 from journal.wire import messages as m
+from runtime.errors import PermanentError
 from runtime.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -57,9 +58,14 @@ class FailureReporter:
         cause: BaseException,
         *,
         attempt: int | None = None,
+        committed: bool = False,
     ) -> None:
-        """``attempt`` None: a permanent failure, never retried."""
+        """``attempt`` None: a permanent failure, never retried; ``committed``: a failure after
+        the package's commit (a post import hook), neither retried nor discarded: the package
+        stays imported."""
         what = "permanent" if attempt is None else f"attempt {attempt}"
+        if committed:
+            what = "after commit"
         # Permanent failures can come by the thousand (garbage on the topic): rate-limited.
         logger = self._permanent.log if attempt is None else log.log
         logger(
@@ -86,15 +92,22 @@ class FailureReporter:
             )
         except JournalError as exc:
             log.warning("%s: could not send LogMessage: %s", self.name, exc)
-        self._send_event(offset, pub_agent, pkg_id, cause, attempt)
+        self._send_event(offset, pub_agent, pkg_id, cause, attempt, committed)
         self.on_report()
 
     def _send_event(
-        self, offset: int, pub_agent: str, pkg_id: str, cause: BaseException, attempt: int | None
+        self,
+        offset: int,
+        pub_agent: str,
+        pkg_id: str,
+        cause: BaseException,
+        attempt: int | None,
+        committed: bool,
     ) -> None:
         # Same rule as the retries' (RetryPolicy.gives_up): after max_retries + 1 attempts the
-        # package is skipped; a permanent failure is skipped at once.
-        discard = attempt is None or 0 <= self.max_retries < attempt
+        # package is skipped; a permanent failure is skipped at once; a committed one never.
+        discard = not committed and (attempt is None or 0 <= self.max_retries < attempt)
+        permanent = isinstance(cause, PermanentError) if committed else attempt is None
         event = failure_events.FailureEvent(
             pub_agent_name=pub_agent,
             sub_agent_name=self.name,
@@ -104,7 +117,7 @@ class FailureReporter:
             attempt=attempt or 1,
             max_retries=self.max_retries,
             will_discard=discard,
-            permanent=attempt is None,
+            permanent=permanent,
             exception=type(cause).__name__,
             message=str(cause),
         )

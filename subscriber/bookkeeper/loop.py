@@ -20,6 +20,10 @@ import (subscriber.bookkeeper.behind_log).
 A staged subscriber (subscriber.bookkeeper.staging) commits the packages before one its
 canaries did not report yet, then waits for them before importing it.
 
+Import hooks (subscriber.hooks) run in this thread: a package's pre hooks when it is triaged
+(a failure fails the attempt, like any import failure), its post hooks once the commit holding
+it is done (a failure is reported; the package stays committed, never imported again).
+
 A paused subscriber (subscriber.bookkeeper.commands) finishes the batch it is committing, then
 holds: it drops what it read ahead and reads nothing until resumed, when it reads on from the
 record after the last one it processed.
@@ -52,7 +56,8 @@ from subscriber.bookkeeper.retries import AttemptFailed, Retries, RetryPolicy
 from subscriber.bookkeeper.sequences import SequenceCheck
 from subscriber.bookkeeper.staging import StagedImport
 from subscriber.bookkeeper.statuses import Bookkeeping
-from subscriber.bookkeeper.triage import InvalidateHook, Triage
+from subscriber.bookkeeper.triage import Triage
+from subscriber.hooks import HookPackage, ImportHooks, ImportResult
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness
 from subscriber.settings import SubscriberSettings
@@ -85,7 +90,7 @@ class ImportLoop:
         gaps: LogGaps,
         role: WriterRole,
         stop: threading.Event,
-        invalidate: InvalidateHook | None = None,
+        hooks: ImportHooks | None = None,
         staging: StagedImport | None = None,
     ) -> None:
         self.settings = settings
@@ -104,6 +109,7 @@ class ImportLoop:
         self.staging = staging  # None: not staged after canaries
         self.topic = settings.journal.topics.package
         self.counters = AgentCounters()
+        self.hooks = hooks if hooks is not None else ImportHooks({}, metrics)
         self.retries = Retries(
             RetryPolicy(settings.retry_initial_s, settings.retry_max_s, settings.max_retries),
             editable=settings.editable,
@@ -123,7 +129,7 @@ class ImportLoop:
             reporter,
             metrics,
             self.counters,
-            invalidate,
+            self.hooks,
             self.sequences,
         )
         self.processed_offset = -1  # in memory; the store may lag by unstored skips
@@ -415,6 +421,26 @@ class ImportLoop:
         )
         self.bookkeeping.send_pending_statuses()
         self.bookkeeping.commits_since_purge += 1
+        self._post_hooks(changes)
+
+    def _post_hooks(self, changes: ChangeSet) -> None:
+        """The post hooks of each package of a commit just done. A failure cannot be mended by
+        importing the package again (its content is committed, its offset passed): it is
+        logged, counted and reported (error queue, failure event) as a failure after the
+        commit, and the import goes on."""
+        if not self.hooks.hooks:
+            return
+        result = ImportResult(self.store.location, changes.first_offset, changes.last_offset)
+        for unit in changes.units:
+            if unit.package is None:  # skipped, cleared or failed: not imported
+                continue
+            package = HookPackage(
+                self.name, unit.pub_agent, unit.pkg_id, unit.offset, unit.req_type, unit.package
+            )
+            for failure in self.hooks.post(package, result):
+                self.reporter.report(
+                    unit.offset, unit.pub_agent, unit.pkg_id, failure, committed=True
+                )
 
     def _advance(self, changes: ChangeSet) -> None:
         self.processed_offset = changes.last_offset

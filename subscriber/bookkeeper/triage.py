@@ -1,14 +1,15 @@
 """Triage of one package record: import it, skip it (another agent's, or cleared), or fail it
 for good (REMOVED_FAILED, committed with its batch, whatever max_retries says). A failure a
-retry may mend is raised for the import loop to retry."""
+retry may mend is raised for the import loop to retry. A package to import passes the pre
+import hooks (subscriber.hooks) here: their failures are classified the same way."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
 
 from journal.api import Record
 from journal.wire import messages as m
+from runtime.errors import PermanentError
 from runtime.ratelog import RateLimitedLog
 from subscriber.bookkeeper.commands import Commands
 from subscriber.bookkeeper.counters import AgentCounters
@@ -16,13 +17,12 @@ from subscriber.bookkeeper.decoding import Decoded, RecordDecoder
 from subscriber.bookkeeper.failures import FailureReporter
 from subscriber.bookkeeper.retries import Retries
 from subscriber.bookkeeper.sequences import SequenceCheck
+from subscriber.hooks import HookPackage, ImportHooks
 from subscriber.metrics import SubscriberMetrics
 from subscriber.settings import SubscriberSettings
 from subscriber.store.changes import ChangeSet, Unit
 
 log = logging.getLogger(__name__)
-
-InvalidateHook = Callable[[Sequence[str], m.PackageMessage], None]
 
 
 class Triage:
@@ -35,7 +35,7 @@ class Triage:
         reporter: FailureReporter,
         metrics: SubscriberMetrics,
         counters: AgentCounters,
-        invalidate: InvalidateHook | None,
+        hooks: ImportHooks,
         sequences: SequenceCheck,
     ) -> None:
         self.settings = settings
@@ -45,7 +45,7 @@ class Triage:
         self.reporter = reporter
         self.metrics = metrics
         self.counters = counters
-        self.invalidate = invalidate
+        self.hooks = hooks
         self.sequences = sequences
         # Records of unknown types: anyone with write access can flood the topic with them.
         self._skipped = RateLimitedLog(log)
@@ -71,7 +71,7 @@ class Triage:
             )
             return Unit(offset, "", "", m.ReqType.TEST)
         if message is None:  # undecodable: it names no agent; reported to the first followed
-            return self._failed_permanently(offset, self.settings.pub_agents[0], "", decoded)
+            return self._failed_permanently(offset, self.settings.pub_agents[0], "", decoded.error)
         agent, created = message.pub_agent_name, message.created_ms
         if agent not in self.settings.pub_agents:
             return Unit(offset, agent, message.pkg_id, message.req_type)
@@ -86,12 +86,16 @@ class Triage:
                 offset, agent, message.pkg_id, message.req_type, None, status, created, number
             )
         if decoded.permanent:
-            return self._failed_permanently(offset, agent, message.pkg_id, decoded)
+            return self._failed_permanently(offset, agent, message.pkg_id, decoded.error)
         if decoded.error is not None:
             raise decoded.error
         assert decoded.package is not None, "a followed agent's package is read when decoded"
-        if message.req_type == m.ReqType.INVALIDATE and self.invalidate is not None:
-            self.invalidate([*message.paths], message)
+        name, pkg_id = self.settings.agent_name, message.pkg_id
+        hooked = HookPackage(name, agent, pkg_id, offset, message.req_type, decoded.package)
+        try:
+            self.hooks.pre(hooked)
+        except PermanentError as exc:  # a genuine record: its number counts as applied
+            return self._failed_permanently(offset, agent, message.pkg_id, exc, number)
         status = m.Status.IMPORTED if self.settings.editable else None
         return Unit(
             offset,
@@ -104,11 +108,13 @@ class Triage:
             number,
         )
 
-    def _failed_permanently(self, offset: int, agent: str, pkg_id: str, decoded: Decoded) -> Unit:
+    def _failed_permanently(
+        self, offset: int, agent: str, pkg_id: str, error: Exception | None, number: int = 0
+    ) -> Unit:
         """A package no retry can import: REMOVED_FAILED, committed with its batch, whatever
         max_retries says and whether or not the subscriber is editable."""
-        assert decoded.error is not None
+        assert error is not None
         self.counters.permanent_failures += 1
         self.metrics.import_failed(retriable=False)
-        self.reporter.report(offset, agent, pkg_id, decoded.error)
-        return Unit(offset, agent, pkg_id, m.ReqType.TEST, None, m.Status.REMOVED_FAILED)
+        self.reporter.report(offset, agent, pkg_id, error)
+        return Unit(offset, agent, pkg_id, m.ReqType.TEST, None, m.Status.REMOVED_FAILED, 0, number)

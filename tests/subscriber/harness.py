@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from journal.settings import JournalSettings, TopicSettings
 from journal.topics import topic_specs
 from journal.wire import messages as m
 from subscriber.agent import SubscriberAgent
+from subscriber.hooks import ImportHook
 from subscriber.settings import SubscriberSettings
 from subscriber.store.base import Store
 from subscriber.store.delta import DeltaStore
@@ -234,24 +235,39 @@ class Env:
     bs: BlobStoreSettings
     tmp: Path
 
-    def agent(self, spark: Any, store: str = "store", **overrides: Any) -> SubscriberAgent:
+    def agent(
+        self,
+        spark: Any,
+        store: str = "store",
+        hooks: Mapping[str, ImportHook] | None = None,
+        **overrides: Any,
+    ) -> SubscriberAgent:
+        """An opened agent on a Delta store, with ``hooks`` as its import hooks if given."""
         settings = subscriber_settings(self.js, self.bs, self.tmp / store, **overrides)
         agent = SubscriberAgent(
-            settings, self.journal, DeltaStore(spark, settings.store_path), self.blobs
+            settings,
+            self.journal,
+            DeltaStore(spark, settings.store_path),
+            self.blobs,
+            hooks=hooks,
         )
         agent.open()
         return agent
 
     def memory_agent(
-        self, store: Store | None = None, lease: WriterLease | None = None, **overrides: Any
+        self,
+        store: Store | None = None,
+        lease: WriterLease | None = None,
+        hooks: Mapping[str, ImportHook] | None = None,
+        **overrides: Any,
     ) -> SubscriberAgent:
         """An opened agent on an in-memory store (``store``: one to reopen), with ``lease``
-        as its writer lease if given."""
+        as its writer lease and ``hooks`` as its import hooks if given."""
         from subscriber.store.memory import MemoryStore
 
         settings = subscriber_settings(self.js, self.bs, self.tmp / "store", **overrides)
         agent = SubscriberAgent(
-            settings, self.journal, store or MemoryStore(), self.blobs, lease=lease
+            settings, self.journal, store or MemoryStore(), self.blobs, lease=lease, hooks=hooks
         )
         agent.open()
         return agent

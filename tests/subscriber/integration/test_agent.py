@@ -10,10 +10,14 @@ import pytest
 
 from journal.wire import messages as m
 from subscriber.agent import IDLE_CHECKPOINT_COMMITS, SubscriberAgent
+from subscriber.hooks import ImportResult
+from subscriber.hooks.invalidation import InvalidationHook
+from subscriber.store import current_tree
 from subscriber.store import delta as store_module
 from subscriber.store.delta import DeltaStore
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
+from tests.subscriber.hooks import hooks_retry_discard_and_see_the_commit
 from tests.subscriber.packages import file_node, node, package
 from tests.waiting import wait_for
 
@@ -186,9 +190,22 @@ def test_editable_clear_unblocks_and_commands_are_filtered(env: Env, spark: Any)
         agent.stop()
 
 
+def test_import_hooks_on_kafka_and_delta(env: Env, spark: Any) -> None:
+    """tests/subscriber/hooks.py on Kafka, S3 and Delta: the post hook reads the Delta table
+    at the store's location with Spark, as an operator's hook would."""
+
+    def read(result: ImportResult, path: str) -> Any:
+        return current_tree.node(spark, result.store, path)
+
+    agent = hooks_retry_discard_and_see_the_commit(env, lambda **kw: env.agent(spark, **kw), read)
+    assert isinstance(agent.store, DeltaStore)
+    covered = h.committed_offsets(agent.store)
+    assert len(covered) == len(set(covered)), covered  # no package committed twice
+
+
 def test_discovery_invalidate_hook_and_health(env: Env, spark: Any) -> None:
-    """Announcements carry instance, offsets and configuration; INVALIDATE calls the hook;
-    the health endpoint reports readiness and Prometheus metrics."""
+    """Announcements carry instance, offsets and configuration; INVALIDATE calls the
+    invalidation hook; the health endpoint reports readiness and Prometheus metrics."""
     import httpx
 
     from subscriber.http import HealthServer
@@ -209,7 +226,7 @@ def test_discovery_invalidate_hook_and_health(env: Env, spark: Any) -> None:
         env.journal,
         DeltaStore(spark, str(env.tmp / "store")),
         env.blobs,
-        invalidate=lambda paths, _msg: invalidated.append(list(paths)),
+        hooks={"invalidate": InvalidationHook(lambda paths, _pkg: invalidated.append([*paths]))},
     )
     first = env.send(package("a", ADD, [("/a", True)], site("0", "/a")))
     inv = env.send(package("i", m.ReqType.INVALIDATE, [("/a", True)]))
