@@ -1,5 +1,6 @@
 """The subscriber daemon waits for an unreachable journal with a clear log line, stops
-cleanly on SIGTERM while waiting, and refuses bad settings with the variable's name."""
+cleanly on SIGTERM while waiting, and refuses bad settings with the variable's name (a bad
+agents file with the file, the agent and the rule)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,18 @@ def test_bad_setting_is_named() -> None:
     )
     assert run.returncode == 2
     assert "max_retries" in run.stderr.lower()
+
+
+def test_a_bad_agents_file_stops_the_start_with_exit_2(tmp_path: Path) -> None:
+    agents = tmp_path / "agents.toml"
+    agents.write_text('[[agent]]\nname = "a"\nstore_path = "/a"\n[[agent]]\nname = "a"\n')
+    env = {**os.environ, "SCD_SUBSCRIBER_AGENTS_FILE": str(agents)}
+    run = subprocess.run(
+        [sys.executable, "-m", "scd", "subscriber"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert f"agents file {agents}: agent #2: name a is agent #1's already" in run.stderr
