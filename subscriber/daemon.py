@@ -26,6 +26,7 @@ from subscriber.agent import SubscriberAgent
 from subscriber.bookkeeper.behind_log import reset_position
 from subscriber.fleet.agents_file import agent_settings
 from subscriber.fleet.view import AgentsView
+from subscriber.hooks.loading import check_hook_names
 from subscriber.http import HealthServer
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
@@ -64,6 +65,8 @@ def run(settings: SubscriberSettings) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     each = agent_settings(settings)  # a bad agents file stops the start here
+    for one in each:  # so does an unknown import hook, before Kafka and Spark are waited for
+        check_hook_names(one)
     with ExitStack() as stack:
         journal = stack.enter_context(open_journal(settings.journal))
         # The journal first: waiting for Kafka should not hold a Spark JVM.

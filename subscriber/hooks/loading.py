@@ -28,8 +28,9 @@ def registered() -> dict[str, list[EntryPoint]]:
     return found
 
 
-def load_hooks(settings: SubscriberSettings) -> dict[str, ImportHook]:
-    """The configured hooks by name, in the configured order."""
+def check_hook_names(settings: SubscriberSettings) -> dict[str, list[EntryPoint]]:
+    """The entry points registered, once every configured name is among them (a daemon checks
+    this before it opens anything: a typo stops it at once, not after Spark started)."""
     available = registered()
     unknown = [name for name in settings.import_hooks if name not in available]
     if unknown:
@@ -38,6 +39,12 @@ def load_hooks(settings: SubscriberSettings) -> dict[str, ImportHook]:
             f"registers in the entry-point group {ENTRY_POINT_GROUP} (registered: "
             f"{', '.join(sorted(available)) or 'none'})"
         )
+    return available
+
+
+def load_hooks(settings: SubscriberSettings) -> dict[str, ImportHook]:
+    """The configured hooks by name, in the configured order."""
+    available = check_hook_names(settings)
     hooks: dict[str, ImportHook] = {}
     for name in settings.import_hooks:
         points = available[name]

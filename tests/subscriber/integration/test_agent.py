@@ -191,16 +191,14 @@ def test_editable_clear_unblocks_and_commands_are_filtered(env: Env, spark: Any)
 
 
 def test_import_hooks_on_kafka_and_delta(env: Env, spark: Any) -> None:
-    """tests/subscriber/hooks.py on Kafka, S3 and Delta: the post hook reads the Delta table
-    at the store's location with Spark, as an operator's hook would."""
+    """tests/subscriber/hooks.py on Kafka, S3 and Delta: the post hook reads the retried
+    package back from the Delta table at the store's location with Spark, as an operator's
+    hook would."""
 
     def read(result: ImportResult, path: str) -> Any:
         return current_tree.node(spark, result.store, path)
 
-    agent = hooks_retry_discard_and_see_the_commit(env, lambda **kw: env.agent(spark, **kw), read)
-    assert isinstance(agent.store, DeltaStore)
-    covered = h.committed_offsets(agent.store)
-    assert len(covered) == len(set(covered)), covered  # no package committed twice
+    hooks_retry_discard_and_see_the_commit(env, lambda **kw: env.agent(spark, **kw), read, {"t"})
 
 
 def test_discovery_invalidate_hook_and_health(env: Env, spark: Any) -> None:

@@ -205,4 +205,5 @@ def test_hooks_in_the_import_loop(local_env: Env) -> None:
         local_env,
         lambda **kw: local_env.memory_agent(store, **kw),
         lambda _result, path: store.node(path),
+        {"a", "t", "b", "c"},
     )

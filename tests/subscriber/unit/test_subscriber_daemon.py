@@ -1,6 +1,6 @@
 """The subscriber daemon waits for an unreachable journal with a clear log line, stops
 cleanly on SIGTERM while waiting, and refuses bad settings with the variable's name (a bad
-agents file with the file, the agent and the rule)."""
+agents file with the file, the agent and the rule; an unknown import hook with its name)."""
 
 from __future__ import annotations
 
@@ -52,6 +52,19 @@ def test_bad_setting_is_named() -> None:
     )
     assert run.returncode == 2
     assert "max_retries" in run.stderr.lower()
+
+
+def test_an_unknown_import_hook_stops_the_start_with_exit_2() -> None:
+    env = {**os.environ, "SCD_SUBSCRIBER_IMPORT_HOOKS": "invalidate,flush_cdn"}
+    run = subprocess.run(
+        [sys.executable, "-m", "scd", "subscriber"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert "SCD_SUBSCRIBER_IMPORT_HOOKS names 'flush_cdn'" in run.stderr
 
 
 def test_a_bad_agents_file_stops_the_start_with_exit_2(tmp_path: Path) -> None:
