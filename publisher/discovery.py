@@ -40,6 +40,8 @@ FORGET_AFTER_TTLS = 10
 # A subscriber reports its state per publisher agent it follows: a handful in practice. More
 # than this in one announcement is forged (and would multiply the view's memory).
 MAX_STATES_PER_SUBSCRIBER = 64
+# Canaries a staged subscriber names as pending or failed (its setting allows 100).
+MAX_CANARIES = 100
 # Subscribers named one by one when they appear or disappear in one refresh; beyond it (a flood
 # of forged announcements) only their number is logged.
 MAX_NAMED_CHANGES = 10
@@ -62,6 +64,10 @@ class Subscriber:
     last_seen_ms: int
     states: dict[str, SubscriberState] = field(default_factory=dict)
     paused: bool = False  # by a pause command (publisher/pause.py), until resumed
+    # A staged subscriber's wait: canaries that did not report its next package yet, and
+    # canaries that failed it for good (held until cleared or resumed).
+    canary_pending: tuple[str, ...] = ()
+    canary_failed: tuple[str, ...] = ()
 
     @property
     def queue_name(self) -> str:
@@ -84,6 +90,11 @@ def subscriber_of(message: DiscoveryMessage, seen_ms: int) -> Subscriber:
             check_offset(s.offset, "subscriber_state.offset", minimum=-1),
             check_count(s.retries, "subscriber_state.retries"),
         )
+    canaries = [*message.canary_pending, *message.canary_failed]
+    if len(canaries) > MAX_CANARIES:
+        raise BadRecord(f"{len(canaries)} canaries (at most {MAX_CANARIES})")
+    for name in canaries:
+        check_name(name, "canary")
     config = message.subscriber_configuration
     return Subscriber(
         sling_id=check_name(message.sub_sling_id, "sub_sling_id"),
@@ -93,6 +104,8 @@ def subscriber_of(message: DiscoveryMessage, seen_ms: int) -> Subscriber:
         last_seen_ms=seen_ms,
         states=states,
         paused=message.paused,
+        canary_pending=tuple(message.canary_pending),
+        canary_failed=tuple(message.canary_failed),
     )
 
 

@@ -131,6 +131,8 @@ class SubscriberAgent:
             self.staging = StagedImport(
                 canaries, self.clears, settings.staged_wait_s, self.metrics, self._stop
             )
+            self.staging.on_change = self.announcer.now.set
+            self.announcer.canaries = self.staging.canaries
         self.loop = ImportLoop(
             settings,
             journal,

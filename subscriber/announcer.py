@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from journal.api import Journal
 from journal.errors import JournalError
@@ -43,9 +43,13 @@ class Announcer:
         self.now = threading.Event()  # set: announce without waiting for the interval
         self.lag = 0  # packages on the log after the processed offset, as of the last refresh
         self._sender = MessageSender(journal, settings.journal.topics.discovery)
+        # A staged subscriber's wait: (canaries pending, canaries failed) of the package it
+        # waits with (subscriber.bookkeeper.staging); nothing when it waits for none.
+        self.canaries: Callable[[], tuple[Sequence[str], Sequence[str]]] = lambda: ((), ())
 
     def message(self) -> m.DiscoveryMessage:
         offset, retries = self.progress()
+        pending, failed = self.canaries()
         return m.DiscoveryMessage(
             sub_sling_id=self.instance_id(),
             sub_agent_name=self.name,
@@ -57,6 +61,8 @@ class Announcer:
                 editable=self.settings.editable, max_retries=self.settings.max_retries
             ),
             paused=self.paused(),
+            canary_pending=pending,
+            canary_failed=failed,
         )
 
     def announce(self) -> None:

@@ -101,18 +101,22 @@ class SubscriberConfiguration(_message.Message):
     def __init__(self, editable: _Optional[bool] = ..., max_retries: _Optional[int] = ...) -> None: ...
 
 class DiscoveryMessage(_message.Message):
-    __slots__ = ("sub_sling_id", "sub_agent_name", "subscriber_state", "subscriber_configuration", "paused")
+    __slots__ = ("sub_sling_id", "sub_agent_name", "subscriber_state", "subscriber_configuration", "paused", "canary_pending", "canary_failed")
     SUB_SLING_ID_FIELD_NUMBER: _ClassVar[int]
     SUB_AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_STATE_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBER_CONFIGURATION_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
+    CANARY_PENDING_FIELD_NUMBER: _ClassVar[int]
+    CANARY_FAILED_FIELD_NUMBER: _ClassVar[int]
     sub_sling_id: str
     sub_agent_name: str
     subscriber_state: _containers.RepeatedCompositeFieldContainer[SubscriberState]
     subscriber_configuration: SubscriberConfiguration
     paused: bool
-    def __init__(self, sub_sling_id: _Optional[str] = ..., sub_agent_name: _Optional[str] = ..., subscriber_state: _Optional[_Iterable[_Union[SubscriberState, _Mapping]]] = ..., subscriber_configuration: _Optional[_Union[SubscriberConfiguration, _Mapping]] = ..., paused: _Optional[bool] = ...) -> None: ...
+    canary_pending: _containers.RepeatedScalarFieldContainer[str]
+    canary_failed: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, sub_sling_id: _Optional[str] = ..., sub_agent_name: _Optional[str] = ..., subscriber_state: _Optional[_Iterable[_Union[SubscriberState, _Mapping]]] = ..., subscriber_configuration: _Optional[_Union[SubscriberConfiguration, _Mapping]] = ..., paused: _Optional[bool] = ..., canary_pending: _Optional[_Iterable[str]] = ..., canary_failed: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ClearCommand(_message.Message):
     __slots__ = ("offset",)

@@ -3,7 +3,9 @@
 A queue holds the cached packages with offset > the subscriber's last processed offset for this
 publisher agent, in offset order. State (Sling's): IDLE when empty, BLOCKED when the head item
 failed ``blocked_after_attempts`` times or more, PAUSED while the subscriber announces it is
-paused (publisher/pause.py), RUNNING otherwise. The agent is BLOCKED when
+paused (publisher/pause.py), CANARY_FAILED or WAITING_FOR_CANARY while a staged subscriber
+announces it holds its next package or waits for its canaries' statuses, RUNNING otherwise.
+The agent is BLOCKED when
 any queue is, IDLE when all are empty, RUNNING otherwise.
 
 Nothing is copied per queue: sizes are bisects into the shared cache, and items are decoded
@@ -13,7 +15,7 @@ Aggregated (Sling's ``aggregateSubscriberQueues``): instead of one queue per sub
 ``EDITABLE_QUEUE`` over the alive editable subscribers and ``ALL_QUEUE`` over every alive
 subscriber, each holding the packages after the lowest processed offset among its members
 (the backlog of the member furthest behind). A queue is BLOCKED when one of its members is,
-else PAUSED when one is;
+else PAUSED, CANARY_FAILED, WAITING_FOR_CANARY when one is, in that order;
 its error queue merges the members'. Only the editable one can be cleared
 (publisher/aggregated_clear.py).
 """
@@ -44,6 +46,28 @@ class QueueState(StrEnum):
     RUNNING = "RUNNING"
     BLOCKED = "BLOCKED"
     PAUSED = "PAUSED"  # the subscriber imports nothing until resumed (publisher/pause.py)
+    # A staged subscriber holds its next package: a canary failed it (cleared or resumed).
+    CANARY_FAILED = "CANARY_FAILED"
+    # A staged subscriber's next package waits for its canaries' statuses.
+    WAITING_FOR_CANARY = "WAITING_FOR_CANARY"
+
+
+# What holds a queue back, most pressing first (an aggregated queue shows its members' first).
+HELD_STATES = (
+    QueueState.BLOCKED,
+    QueueState.PAUSED,
+    QueueState.CANARY_FAILED,
+    QueueState.WAITING_FOR_CANARY,
+)
+
+
+def _held(subscriber: Subscriber) -> QueueState | None:
+    """What the subscriber announces holds it back (None: nothing)."""
+    if subscriber.paused:
+        return QueueState.PAUSED
+    if subscriber.canary_failed:
+        return QueueState.CANARY_FAILED
+    return QueueState.WAITING_FOR_CANARY if subscriber.canary_pending else None
 
 
 @dataclass(frozen=True)
@@ -165,15 +189,8 @@ class Queues:
         lowest = [x for x in behind if x.processed_offset == processed]
         head = self.cache.head_after(processed) if processed is not None else None
         states = {x.state for x in summaries}
-        state = (
-            QueueState.BLOCKED
-            if QueueState.BLOCKED in states
-            else QueueState.PAUSED
-            if QueueState.PAUSED in states
-            else QueueState.IDLE
-            if head is None
-            else QueueState.RUNNING
-        )
+        held = [s for s in HELD_STATES if s in states]
+        state = held[0] if held else QueueState.IDLE if head is None else QueueState.RUNNING
         return QueueSummary(
             name=name,
             subscriber=Subscriber(
@@ -212,7 +229,7 @@ class Queues:
                 name,
                 subscriber,
                 state.offset if state else None,
-                QueueState.PAUSED if subscriber.paused else QueueState.IDLE,
+                _held(subscriber) or QueueState.IDLE,
                 0,
                 None,
                 0,
@@ -223,9 +240,7 @@ class Queues:
         queue_state = (
             QueueState.BLOCKED
             if attempts >= self.blocked_after_attempts
-            else QueueState.PAUSED
-            if subscriber.paused
-            else QueueState.RUNNING
+            else _held(subscriber) or QueueState.RUNNING
         )
         return QueueSummary(
             name=name,

@@ -221,6 +221,8 @@ class StagedImport:
         self.stop = stop
         # (offset, verdict) of the package waited for; None when not waiting.
         self.waiting: tuple[int, Verdict] | None = None
+        # Called when what it waits for changes (the agent announces it at once).
+        self.on_change: Callable[[], None] = lambda: None
 
     def gated(self, decoded: Decoded) -> bool:
         """True for a package this subscriber would import: a followed agent's, decoded or
@@ -279,13 +281,22 @@ class StagedImport:
                         deadline = time.monotonic() + self.wait_s
                 if self.waiting is None:
                     self.metrics.canary_waits.inc()
+                changed = self.waiting is None or self.waiting[1] != verdict
                 self.waiting = (offset, verdict)
+                if changed:
+                    self.on_change()
                 self.metrics.canary_waiting.set(1)
                 self.stop.wait(WAIT_STEP_S)
         finally:
             self.waiting = None
             self.metrics.canary_waiting.set(0)
             self.metrics.canary_held.set(0)
+            self.on_change()
+
+    def canaries(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(pending, failed) canaries of the package waited with; empty when not waiting."""
+        waiting = self.waiting
+        return (waiting[1].pending, waiting[1].failed) if waiting is not None else ((), ())
 
     @property
     def state(self) -> str | None:

@@ -6,6 +6,7 @@ PackageStatusMessages and LogMessages is a faithful stand-in for the real subscr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from journal.api import Journal
@@ -35,7 +36,15 @@ class SimulatedSubscriber:
     def queue_name(self) -> str:
         return f"{self.sling_id}-{self.agent_name}"
 
-    def announce(self, offset: int | None, retries: int = 0, *, paused: bool = False) -> int:
+    def announce(
+        self,
+        offset: int | None,
+        retries: int = 0,
+        *,
+        paused: bool = False,
+        canary_pending: Sequence[str] = (),
+        canary_failed: Sequence[str] = (),
+    ) -> int:
         message = DiscoveryMessage(
             sub_sling_id=self.sling_id,
             sub_agent_name=self.agent_name,
@@ -43,6 +52,8 @@ class SimulatedSubscriber:
                 editable=self.editable, max_retries=self.max_retries
             ),
             paused=paused,
+            canary_pending=canary_pending,
+            canary_failed=canary_failed,
         )
         if offset is not None:
             message.subscriber_state.append(

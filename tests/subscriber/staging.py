@@ -76,6 +76,8 @@ def canary_gates_the_staged_import(
         wait = staged.health().canary_wait
         assert wait is not None
         assert (wait.pending, wait.failed) == ([CANARY], [])
+        announced = staged.announcer.message()  # the publisher's queue shows it
+        assert (announced.canary_pending, announced.canary_failed) == ([CANARY], [])
         assert metric(staged, "scd_canary_waiting") == 1.0
 
         canary = make_canary().start()
@@ -91,6 +93,7 @@ def canary_gates_the_staged_import(
         wait = staged.health().canary_wait
         assert wait is not None
         assert wait.failed == [CANARY]
+        assert staged.announcer.message().canary_failed == [CANARY]
         assert metric(staged, "scd_canary_held") == 1.0
         instance = staged.instance_id
     finally:

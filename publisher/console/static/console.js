@@ -14,7 +14,9 @@
   const LATEST_ROWS = 15;
   const MAX_RESULTS = 10;
   const TOKEN_KEY = "scd-console-token";
-  const STATE_ORDER = { BLOCKED: 0, PAUSED: 1, RUNNING: 2, IDLE: 3 };
+  const STATE_ORDER = {
+    BLOCKED: 0, PAUSED: 1, CANARY_FAILED: 2, WAITING_FOR_CANARY: 3, RUNNING: 4, IDLE: 5,
+  };
 
   const state = {
     token: sessionStorage.getItem(TOKEN_KEY) || "",
