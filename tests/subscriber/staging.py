@@ -77,7 +77,7 @@ def canary_gates_the_staged_import(
         assert wait is not None
         assert (wait.pending, wait.failed) == ([CANARY], [])
         announced = staged.announcer.message()  # the publisher's queue shows it
-        assert (announced.canary_pending, announced.canary_failed) == ([CANARY], [])
+        assert ([*announced.canary_pending], [*announced.canary_failed]) == ([CANARY], [])
         assert metric(staged, "scd_canary_waiting") == 1.0
 
         canary = make_canary().start()
