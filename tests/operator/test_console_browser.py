@@ -5,7 +5,8 @@ page appears on the log and drains; markup and terminal escapes in a path and in
 shown as text; each subscriber's failed attempt shows as a failure event (discarded or
 retried); a clear made through the page shrinks a blocked queue; a pause made through the page
 shows PAUSED and its button resumes; a phone-sized window
-needs no sideways scrolling; 100 subscribers page, filter and sort.
+needs no sideways scrolling; 100 subscribers page, filter and sort, staged ones showing
+WAITING_FOR_CANARY and CANARY_FAILED.
 
 Screenshots land in build/test-artifacts/console (SCD_TEST_ARTIFACTS), hostile text included;
 they are test artifacts only (docs/console.png comes from test_console_scene.py).
@@ -182,7 +183,8 @@ def test_console_in_a_browser(embedded: Embedded, browser: Any, artifacts: Path)
 @pytest.fixture
 def hundred(tmp_path: Path) -> Iterator[tuple[str, list[SimulatedSubscriber]]]:
     """A publisher (no Spark) whose 100 subscribers are simulated on the journal, queue sizes
-    0..99 and every tenth one blocked."""
+    0..99, every tenth one blocked, s001 staged and waiting for its canary, s002 holding a
+    package its canary failed."""
     js = JournalSettings(backend="sqlite", sqlite_path=tmp_path / "journal.db")
     journal = SqliteJournal(js.sqlite_path)
     blobs = LocalBlobStore(tmp_path / "blobs")
@@ -193,7 +195,12 @@ def hundred(tmp_path: Path) -> Iterator[tuple[str, list[SimulatedSubscriber]]]:
         offsets = put_packages(journal, 100)
         subs = [SimulatedSubscriber(journal, TopicSettings(), f"s{i:03d}") for i in range(100)]
         for i, sub in enumerate(subs):
-            sub.announce(offsets[-1] - i, retries=3 if i % 10 == 0 and i else 0)
+            sub.announce(
+                offsets[-1] - i,
+                retries=3 if i % 10 == 0 and i else 0,
+                canary_pending=["canary"] if i == 1 else [],
+                canary_failed=["canary"] if i == 2 else [],
+            )
         wait_for(lambda: len(agent.queues.summaries()) == 100, what="100 queues")
         yield server.url, subs
     finally:
@@ -226,3 +233,12 @@ def test_a_hundred_subscribers_page_filter_and_sort(
     page.wait(lambda: page.text("queue-count") == "9 of 100", "the 9 blocked queues")
     assert {q["state"] for q in page.queues().values()} == {"BLOCKED"}
     page.shot("7-hundred-subscribers")
+    # Staged subscribers: their wait and their hold, as their queues' states.
+    Select(page.driver.find_element("id", "queue-state")).select_by_visible_text(
+        "WAITING_FOR_CANARY"
+    )
+    page.wait(lambda: list(page.queues()) == ["s001-subscriber"], "the waiting queue")
+    Select(page.driver.find_element("id", "queue-state")).select_by_visible_text("CANARY_FAILED")
+    page.wait(lambda: list(page.queues()) == ["s002-subscriber"], "the held queue")
+    assert page.queues()["s002-subscriber"]["state"] == "CANARY_FAILED"
+    page.shot("8-staged-subscribers")
