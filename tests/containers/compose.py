@@ -41,6 +41,7 @@ UP_TIMEOUT_S = 2400.0
 # `down` lets each subscriber finish its import (stop_grace_period 90 s), all in parallel.
 DOWN_TIMEOUT_S = 300.0
 COMMAND_TIMEOUT_S = 120.0
+PAUSE_ATTEMPTS = 5
 PROBE_TIMEOUT_S = 5.0
 # The variable that lets tests and benches fail instead of skipping when no cluster can run.
 REQUIRED_VARIABLE = "SCD_TEST_COMPOSE"
@@ -259,7 +260,16 @@ class ComposeCluster:
         return Container(service, attrs)
 
     def pause(self, service: str) -> None:
-        self.compose("pause", service)
+        # runc gives up freezing a container whose tasks are in the middle of a system call
+        # (seen on a loaded machine: "unable to freeze"), and leaves it running: ask again.
+        for attempt in range(1, PAUSE_ATTEMPTS + 1):
+            try:
+                self.compose("pause", service)
+                return
+            except ComposeError as exc:
+                if "unable to freeze" not in str(exc) or attempt == PAUSE_ATTEMPTS:
+                    raise
+                time.sleep(1.0)
 
     def unpause(self, service: str) -> None:
         self.compose("unpause", service)
