@@ -271,12 +271,13 @@ class StagedImport:
                     ):  # wait again, never give up
                         self.metrics.canary_wait_timeouts.inc()
                         log.warning(
-                            "offset %d of %s: no status from canaries %s after %.0f s; "
-                            "waiting again",
+                            "offset %d of %s: no status from canaries %s after %.0f s "
+                            "(is each running, editable and following %s?); waiting again",
                             offset,
                             agent,
                             ", ".join(verdict.pending),
                             self.wait_s,
+                            agent,
                         )
                         deadline = time.monotonic() + self.wait_s
                 if self.waiting is None:
