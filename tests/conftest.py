@@ -14,8 +14,17 @@ from tests.services import KafkaService, S3Service
 # --durations). On several workers (CI: pytest-xdist, a module per worker, in collection order)
 # they start first, so none of them is left running alone at the end; the rest keep their order.
 LONGEST_MODULES = (
-    "tests/subscriber/integration/test_crash.py",
     "tests/e2e/test_cluster.py",
+    "tests/subscriber/integration/test_crash.py",
+    "tests/subscriber/integration/test_single_writer.py",
+    "tests/subscriber/integration/test_cli_content.py",
+    "tests/deploy/test_cluster.py",
+    "tests/subscriber/integration/test_agent.py",
+    "tests/subscriber/integration/test_current_tree.py",
+    "tests/e2e/test_failure_events_and_aggregated_queues.py",
+    "tests/regions/test_regions.py",
+    "tests/subscriber/integration/test_delta_store_contract.py",
+    "tests/subscriber/integration/test_maintenance.py",
 )
 
 
