@@ -14,7 +14,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 OBSERVABILITY = ROOT / "deploy" / "observability"
-METRIC_SOURCES = ["publisher/*.py", "subscriber/*.py", "journal/*.py", "runtime/*.py"]
+# Every module of the packages: a concept's metrics may live beside it (subscriber/hooks/).
+METRIC_SOURCES = ["publisher/**/*.py", "subscriber/**/*.py", "journal/**/*.py", "runtime/**/*.py"]
 # What prometheus_client appends to a counter's or a histogram's name in the exposition.
 SUFFIXES = ("_total", "_created", "_bucket", "_sum", "_count")
 SERIES = re.compile(r"\bscd_[a-z0-9_]+")
