@@ -341,7 +341,9 @@ class ImportLoop:
         ):
             return changes
         self._commit_or_retry(changes)  # what came before it is not held back with it
-        self.staging.wait(agent, offset)
+        self.staging.wait(agent, offset, lambda: self.role.active)
+        if not self.role.active:  # lapsed while waiting: nothing of it runs, not even a hook
+            raise WriterDeposed(f"the writer lease of {self.store.location} lapsed")
         return self.store.begin()
 
     def _commit_or_retry(self, changes: ChangeSet) -> None:

@@ -235,13 +235,14 @@ class StagedImport:
             and not decoded.unknown
         )
 
-    def wait(self, agent: str, offset: int) -> None:
+    def wait(self, agent: str, offset: int, writing: Callable[[], bool] = lambda: True) -> None:
         """Return once every canary went past the package at ``offset``, a clear covers it,
-        a resume released it from a canary's failure, or the agent stops."""
+        a resume released it from a canary's failure, the agent stops, or this process is no
+        longer ``writing`` the store (its commit is then refused: it stands by)."""
         deadline = time.monotonic() + self.wait_s
         held_since: int | None = None  # resumes when the hold began
         try:
-            while not self.stop.is_set():
+            while not self.stop.is_set() and writing():
                 self.commands.persist()
                 if offset <= self.commands.cleared(agent):
                     log.info("offset %d cleared while waiting for the canaries", offset)
@@ -266,9 +267,8 @@ class StagedImport:
                 else:
                     held_since = None
                     self.metrics.canary_held.set(0)
-                    if (
-                        verdict.pending and time.monotonic() >= deadline
-                    ):  # wait again, never give up
+                    # After the wait time: counted and logged, then waited again, never given up.
+                    if verdict.pending and time.monotonic() >= deadline:
                         self.metrics.canary_wait_timeouts.inc()
                         log.warning(
                             "offset %d of %s: no status from canaries %s after %.0f s "

@@ -15,11 +15,13 @@ from journal.wire import messages as m
 from subscriber.bookkeeper.staging import MAX_AHEAD, MAX_FAILED, CanaryStatuses, Verdict
 from subscriber.metrics import SubscriberMetrics
 from subscriber.settings import SubscriberSettings
-from subscriber.store.memory import MemoryStore
+from subscriber.store.memory import MemoryLease, MemoryStore
+from subscriber.writer.lease import WriterLease
 from tests.subscriber import harness as h
 from tests.subscriber import pause, staging
 from tests.subscriber.harness import Env
 from tests.subscriber.replays import Publisher
+from tests.subscriber.unit.test_writer_role import Clock
 from tests.waiting import wait_for
 
 PUB = h.PUB
@@ -221,3 +223,27 @@ def test_a_pause_during_the_wait_holds_the_import_after_the_canary_passed(local_
         staged.stop()
         if canary is not None:
             canary.stop()
+
+
+def test_a_writer_whose_lease_lapses_while_waiting_stands_by_without_importing(
+    local_env: Env,
+) -> None:
+    env = local_env
+    staging.send(env, "a")
+    shared, clock, store = MemoryLease(), Clock(), MemoryStore()
+    staged = env.memory_agent(
+        store,
+        WriterLease(shared, "a", 12.0, 2.0, clock),
+        agent_name=staging.STAGED,
+        staged_after=[staging.CANARY],
+    ).start()
+    try:
+        wait_for(lambda: staged.state == "WAITING_FOR_CANARY", 30, "waiting")
+        shared.fail = True  # the lease cannot be renewed: it lapses
+        clock.now += 12.0
+        staged.role.tick()
+        wait_for(lambda: staged.state == "STANDBY", 30, "stood by")
+        wait_for(lambda: staged.health().canary_wait is None, 30, "the wait given up")
+        assert store.committed_offsets() == []
+    finally:
+        staged.stop()
