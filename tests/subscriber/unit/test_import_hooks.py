@@ -28,8 +28,8 @@ from subscriber.settings import SubscriberSettings
 from subscriber.store.memory import MemoryStore
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
-from tests.subscriber.hooks import hooks_retry_discard_and_see_the_commit
-from tests.subscriber.packages import package
+from tests.subscriber.hooks import Gate, hooks_retry_discard_and_see_the_commit
+from tests.subscriber.packages import node, package
 
 PKG = HookPackage(
     "sub", h.PUB, "p1", 7, m.ReqType.ADD, package("p1", m.ReqType.ADD, [("/a", True)])
@@ -207,3 +207,23 @@ def test_hooks_in_the_import_loop(local_env: Env) -> None:
         lambda _result, path: store.node(path),
         {"a", "t", "b", "c"},
     )
+
+
+def test_a_package_a_pre_hook_refuses_keeps_its_sequence_number(local_env: Env) -> None:
+    """The record is genuine: its number counts as applied, so the next one is no gap."""
+    offsets = [
+        local_env.send(
+            package(pkg_id, m.ReqType.ADD, [(f"/{pkg_id}", True)], [node(f"/{pkg_id}")]),
+            sequence=n,
+        )
+        for n, pkg_id in enumerate(["s1", "s2", "s3"], start=1)
+    ]
+    store = MemoryStore()
+    agent = local_env.memory_agent(store, hooks={"policy": Gate(transient={}, permanent={"s2"})})
+    h.drive(agent, lambda: agent.processed_offset == offsets[-1])
+    assert agent.loop.sequences.gap is None
+    assert store.state is not None
+    assert store.state.sequences[h.PUB] == 3
+    assert agent.counters.permanent_failures == 1
+    assert h.stored_paths(store) == {"/s1", "/s3"}
+    agent.stop()
