@@ -61,7 +61,7 @@ HELD_STATES = (
 )
 
 
-def _held(subscriber: Subscriber) -> QueueState | None:
+def held_state(subscriber: Subscriber) -> QueueState | None:
     """What the subscriber announces holds it back (None: nothing)."""
     if subscriber.paused:
         return QueueState.PAUSED
@@ -229,7 +229,7 @@ class Queues:
                 name,
                 subscriber,
                 state.offset if state else None,
-                _held(subscriber) or QueueState.IDLE,
+                held_state(subscriber) or QueueState.IDLE,
                 0,
                 None,
                 0,
@@ -240,7 +240,7 @@ class Queues:
         queue_state = (
             QueueState.BLOCKED
             if attempts >= self.blocked_after_attempts
-            else _held(subscriber) or QueueState.RUNNING
+            else held_state(subscriber) or QueueState.RUNNING
         )
         return QueueSummary(
             name=name,

@@ -2,7 +2,8 @@
 (tests/subscriber/unit/test_staging.py: embedded journal and in-memory stores;
 tests/subscriber/integration/test_staging.py: Kafka, S3 and Delta): a canary subscriber and a
 subscriber staged after it, each with its own store, the canary's statuses read by the staged
-one's own status reader thread."""
+one's own status reader thread; its queue state as the publisher derives it from its
+announcements (publisher.discovery, publisher.queues.views)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import time
 from collections.abc import Callable
 
 from journal.wire import messages as m
+from publisher.discovery import subscriber_of
+from publisher.queues.views import held_state
 from subscriber.agent import SubscriberAgent
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
@@ -45,6 +48,18 @@ def statuses_of(env: Env, subscriber: str) -> dict[int, str]:
     }
 
 
+def queue_state(env: Env, subscriber: str) -> str | None:
+    """The state the publisher's queue of ``subscriber`` takes from its last announcement on
+    the discovery topic (None: nothing holds it back, or no announcement yet)."""
+    announced = [
+        msg
+        for _, msg in h.read_messages(env.journal, env.js.topics.discovery)
+        if isinstance(msg, m.DiscoveryMessage) and msg.sub_agent_name == subscriber
+    ]
+    state = held_state(subscriber_of(announced[-1], 0)) if announced else None
+    return state.value if state is not None else None
+
+
 def metric(agent: SubscriberAgent, name: str) -> float:
     return agent.metrics.registry.get_sample_value(name, {"agent": agent.name}) or 0.0
 
@@ -76,8 +91,7 @@ def canary_gates_the_staged_import(
         wait = staged.health().canary_wait
         assert wait is not None
         assert (wait.pending, wait.failed) == ([CANARY], [])
-        announced = staged.announcer.message()  # the publisher's queue shows it
-        assert ([*announced.canary_pending], [*announced.canary_failed]) == ([CANARY], [])
+        wait_for(lambda: queue_state(env, STAGED) == "WAITING_FOR_CANARY", 60, "announced")
         assert metric(staged, "scd_canary_waiting") == 1.0
 
         canary = make_canary().start()
@@ -93,7 +107,7 @@ def canary_gates_the_staged_import(
         wait = staged.health().canary_wait
         assert wait is not None
         assert wait.failed == [CANARY]
-        assert staged.announcer.message().canary_failed == [CANARY]
+        wait_for(lambda: queue_state(env, STAGED) == "CANARY_FAILED", 60, "hold announced")
         assert metric(staged, "scd_canary_held") == 1.0
         instance = staged.instance_id
     finally:
@@ -107,6 +121,7 @@ def canary_gates_the_staged_import(
         h.send_clear(env.journal, env.js, instance, STAGED, broken)
         wait_for(lambda: staged.processed_offset == after, 120, "cleared, the rest imported")
         assert statuses_of(env, STAGED)[broken] == "REMOVED"
+        wait_for(lambda: queue_state(env, STAGED) is None, 60, "the release announced")
         paths = h.stored_paths(staged.store)
         assert {"/p/a", "/p/b", "/p/after"} <= paths
         assert "/p/broken" not in paths

@@ -1,7 +1,9 @@
 """Staged (canary) import on Kafka, S3 and Delta (tests/subscriber/staging.py): two Spark
 subscribers, a canary and one staged after it, each with its Delta store. The staged one waits
 until the canary imported a package (the first one spilled to the S3 blob store), a package the
-canary failed for good holds it, across its restart, and a clear releases it. Hostile status
+canary failed for good holds it, across its restart, and a clear releases it; its discovery
+announcements give its queue on the publisher WAITING_FOR_CANARY, then CANARY_FAILED, then
+nothing. Hostile status
 records, the resume and the wait timeouts run on the fast suite
 (tests/subscriber/unit/test_staging.py)."""
 
