@@ -241,4 +241,6 @@ def test_a_hundred_subscribers_page_filter_and_sort(
     Select(page.driver.find_element("id", "queue-state")).select_by_visible_text("CANARY_FAILED")
     page.wait(lambda: list(page.queues()) == ["s002-subscriber"], "the held queue")
     assert page.queues()["s002-subscriber"]["state"] == "CANARY_FAILED"
+    select_queue(page, "s002-subscriber")  # a resume imports the held package
+    page.wait(lambda: page.text("pause-toggle") == "Resume", "the Resume button")
     page.shot("8-staged-subscribers")

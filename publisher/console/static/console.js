@@ -14,6 +14,7 @@
   const LATEST_ROWS = 15;
   const MAX_RESULTS = 10;
   const TOKEN_KEY = "scd-console-token";
+  const RESUMABLE = new Set(["PAUSED", "CANARY_FAILED"]);
   const STATE_ORDER = {
     BLOCKED: 0, PAUSED: 1, CANARY_FAILED: 2, WAITING_FOR_CANARY: 3, RUNNING: 4, IDLE: 5,
   };
@@ -230,9 +231,10 @@
     const queue = state.queues.find((q) => q.name === name);
     const editable = Boolean(queue && queue.editable);
     for (const id of ["clear-head", "clear-first", "clear-all", "clear-count"]) $(id).disabled = !editable;
-    // One button: Resume while the queue shows PAUSED; an aggregated queue is not paused itself.
+    // One button: Resume while the queue shows PAUSED, or CANARY_FAILED (a resume imports the
+    // package a canary failed); an aggregated queue is not paused itself.
     const pause = $("pause-toggle");
-    pause.textContent = queue && queue.state === "PAUSED" ? "Resume" : "Pause";
+    pause.textContent = queue && RESUMABLE.has(queue.state) ? "Resume" : "Pause";
     pause.disabled = !queue || queue.subscriberSlingId === "aggregated";
     $("detail-editable").textContent = !queue
       ? "this subscriber is no longer alive"
@@ -355,7 +357,7 @@
     const name = state.selected;
     const queue = state.queues.find((q) => q.name === name);
     if (!queue) return;
-    const action = queue.state === "PAUSED" ? "resume" : "pause";
+    const action = RESUMABLE.has(queue.state) ? "resume" : "pause";
     act(`${action} ${name}`, "POST", queuePath(name, `/${action}`), undefined, (d) =>
       `${d.paused ? "pause" : "resume"} sent (command at offset ${d.commandOffset})`,
     );
