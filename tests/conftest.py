@@ -25,6 +25,8 @@ LONGEST_MODULES = (
     "tests/regions/test_regions.py",
     "tests/subscriber/integration/test_delta_store_contract.py",
     "tests/subscriber/integration/test_maintenance.py",
+    "tests/subscriber/integration/test_many_agents.py",
+    "tests/subscriber/integration/test_staging.py",
 )
 
 
