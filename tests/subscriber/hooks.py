@@ -19,8 +19,11 @@ from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
 from tests.subscriber.packages import node, package
 from tests.subscriber.unit.test_import_failures import failure_events_on
+from tests.waiting import wait_for
 
 ADD = m.ReqType.ADD
+# Until the failure events of the scenario are on the event topic (a loaded machine).
+EVENTS_TIMEOUT_S = 30.0
 # (the import's result, a path): the node as the store holds it for a reader, or None.
 ReadCommitted = Callable[[ImportResult, str], StoredNode | None]
 MakeAgent = Callable[..., SubscriberAgent]
@@ -124,15 +127,28 @@ def hooks_retry_discard_and_see_the_commit(
         # nothing), each package's content in the store when its post hook runs.
         assert witness.seen == [("a", True), ("t", True), ("i", True), ("b", True), ("c", True)]
         assert witness.stored == dict.fromkeys(read_back, True)
-        events = {
-            (e.package_id, e.attempt, e.error_class, e.will_discard, e.message.split(":")[0])
-            for e in failure_events_on(env.journal, env.js.topics.event)
-        }
-        assert events == {
+        expected = {
             ("t", 1, "transient", False, "pre hook 'gate' failed"),
             ("p", 1, "permanent", True, "pre hook 'gate' failed"),
             ("b", 1, "transient", False, "post hook 'notify' failed"),
         }
+
+        def events() -> set[tuple[str, int, str, bool, str]]:
+            return {
+                (e.package_id, e.attempt, e.error_class, e.will_discard, e.message.split(":")[0])
+                for e in failure_events_on(env.journal, env.js.topics.event)
+            }
+
+        # Events are sent beside the imports and a reader on Kafka takes a moment to fetch
+        # them: read until as many as expected came (a wrong one still fails below).
+        seen: set[tuple[str, int, str, bool, str]] = set()
+
+        def enough() -> bool:
+            seen.update(events())
+            return len(seen) >= len(expected)
+
+        wait_for(enough, EVENTS_TIMEOUT_S, "the hooks' failure events")
+        assert seen == expected
         logs = {
             (log.pkg_id, log.message.split(":")[0]) for log in h.log_messages(env.journal, env.js)
         }
