@@ -13,6 +13,17 @@ import time
 from pathlib import Path
 
 
+def refused_start(settings: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``scd subscriber`` with ``settings`` added to the environment, expected to stop at once."""
+    return subprocess.run(
+        [sys.executable, "-m", "scd", "subscriber"],
+        env={**os.environ, **settings},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -42,27 +53,13 @@ def test_waits_for_kafka_and_stops_on_sigterm(tmp_path: Path) -> None:
 
 
 def test_bad_setting_is_named() -> None:
-    env = {**os.environ, "SCD_SUBSCRIBER_MAX_RETRIES": "many"}
-    run = subprocess.run(
-        [sys.executable, "-m", "scd", "subscriber"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = refused_start({"SCD_SUBSCRIBER_MAX_RETRIES": "many"})
     assert run.returncode == 2
     assert "max_retries" in run.stderr.lower()
 
 
 def test_an_unknown_import_hook_stops_the_start_with_exit_2() -> None:
-    env = {**os.environ, "SCD_SUBSCRIBER_IMPORT_HOOKS": "invalidate,flush_cdn"}
-    run = subprocess.run(
-        [sys.executable, "-m", "scd", "subscriber"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = refused_start({"SCD_SUBSCRIBER_IMPORT_HOOKS": "invalidate,flush_cdn"})
     assert run.returncode == 2
     assert "SCD_SUBSCRIBER_IMPORT_HOOKS names 'flush_cdn'" in run.stderr
 
@@ -70,13 +67,6 @@ def test_an_unknown_import_hook_stops_the_start_with_exit_2() -> None:
 def test_a_bad_agents_file_stops_the_start_with_exit_2(tmp_path: Path) -> None:
     agents = tmp_path / "agents.toml"
     agents.write_text('[[agent]]\nname = "a"\nstore_path = "/a"\n[[agent]]\nname = "a"\n')
-    env = {**os.environ, "SCD_SUBSCRIBER_AGENTS_FILE": str(agents)}
-    run = subprocess.run(
-        [sys.executable, "-m", "scd", "subscriber"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = refused_start({"SCD_SUBSCRIBER_AGENTS_FILE": str(agents)})
     assert run.returncode == 2
     assert f"agents file {agents}: agent #2: name a is agent #1's already" in run.stderr
