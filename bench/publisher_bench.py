@@ -23,7 +23,6 @@ import gc
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from typing import Any
 
 import httpx
 from confluent_kafka import Producer
+from local import free_port
 
 from journal.api import RECORD_OVERHEAD_BYTES, Record, TopicSpec
 from journal.kafka.journal import PRODUCER_LINGER_MS, KafkaJournal
@@ -87,12 +87,6 @@ def percentiles(samples_s: list[float]) -> dict[str, float]:
         return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 3)
 
     return {"p50_ms": pick(0.50), "p99_ms": pick(0.99), "max_ms": pick(1.0)}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ---------------------------------------------------------------- (a) distribute

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from local import free_port
 
 from journal.messaging import MessageSender
 from journal.settings import TopicSettings
@@ -63,12 +64,6 @@ MIB = 1024 * 1024
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def memory_mib(pid: int) -> dict[str, float]:

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import subscriber_workload as workload
 from kafka_broker import resolve_bootstrap
+from local import free_port, spark_jars
 
 from journal.factory import open_journal
 from journal.settings import JournalSettings, TopicSettings
@@ -50,25 +50,6 @@ READY_TIMEOUT_S = 600.0
 
 def log(message: str) -> None:
     print(f"[subscriber_agents] {message}", file=sys.stderr, flush=True)
-
-
-def spark_jars() -> list[str]:
-    out = subprocess.run(
-        ["bash", str(REPO_DIR / "deploy" / "spark-jars.sh")],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    jars: list[str] = []
-    for list_file in out.splitlines():
-        jars.extend(line for line in Path(list_file).read_text().splitlines() if line)
-    return jars
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def tree(root: int) -> list[int]:

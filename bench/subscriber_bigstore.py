@@ -44,6 +44,8 @@ from typing import Any
 # ``compare`` runs this script against another source tree (SCD_BENCH_TREE).
 sys.path.insert(0, os.environ.get("SCD_BENCH_TREE", str(Path(__file__).resolve().parent.parent)))
 
+from local import spark_jars
+
 from journal.content.package import NODE_TYPE, ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
 from subscriber.maintenance import MaintenancePolicy
@@ -72,17 +74,6 @@ PAGE_NODES = [
 ROWS_PER_FILE = 2000
 PUB_AGENT = "publish"
 REPO_DIR = Path(__file__).resolve().parent.parent
-
-
-def spark_jars() -> list[str]:
-    """Delta's jars, fetched by deploy/spark-jars.sh (instant once fetched)."""
-    lists = subprocess.run(
-        ["bash", str(REPO_DIR / "deploy" / "spark-jars.sh")],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
-    return [jar for name in lists for jar in Path(name).read_text().split()]
 
 
 def session(app: str) -> Any:

@@ -46,6 +46,7 @@ import subscriber_baseline as baseline
 import subscriber_latency as latency
 import subscriber_workload as workload
 from kafka_broker import resolve_bootstrap
+from local import spark_jars
 
 from journal.api import Journal
 from journal.kafka.journal import KafkaJournal
@@ -108,18 +109,6 @@ def log(message: str) -> None:
 
 
 # ---------------------------------------------------------------------- environment
-def spark_jars() -> list[str]:
-    """Delta and Spark's Kafka source, fetched by deploy/spark-jars.sh (instant once fetched)."""
-    out = subprocess.run(
-        ["bash", str(REPO_DIR / "deploy" / "spark-jars.sh"), "--kafka"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    jars: list[str] = []
-    for list_file in out.splitlines():
-        jars.extend(line for line in Path(list_file).read_text().splitlines() if line)
-    return jars
 
 
 def java_version() -> str:
@@ -204,7 +193,7 @@ def local_session(
     to the loopback interface, its warehouse under ``work``."""
     from pyspark.sql import SparkSession
 
-    probe = SubscriberSettings(spark_master=SPARK_MASTER, spark_jars=spark_jars())
+    probe = SubscriberSettings(spark_master=SPARK_MASTER, spark_jars=spark_jars(kafka=True))
     builder = SparkSession.builder.master(SPARK_MASTER).appName(app_name)
     for key, value in {
         **spark_config(probe),
@@ -222,7 +211,7 @@ def local_session(
 @contextmanager
 def environment(args: argparse.Namespace) -> Iterator[Env]:
     bootstrap = resolve_bootstrap(args.bootstrap, log)
-    jars = spark_jars()
+    jars = spark_jars(kafka=True)
     work_dir = Path(tempfile.mkdtemp(prefix="scd-bench-sub-", dir=args.work_dir))
     # Python workers (the baseline's UDF decoder) must run this interpreter, which has scd's
     # dependencies; pyspark takes it from the environment when the SparkContext starts.
