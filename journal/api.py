@@ -134,12 +134,15 @@ class Record:
 class PendingSend:
     """The outcome of an asynchronous send, known once the journal acknowledged it."""
 
-    __slots__ = ("error", "offset", "partition")
+    __slots__ = ("deadline", "error", "offset", "partition")
 
-    def __init__(self) -> None:
+    def __init__(self, deadline: float | None = None) -> None:
         self.offset: int | None = None
         self.partition: int | None = None
         self.error: Exception | None = None
+        # time.monotonic() by which a start_send's record is acknowledged or failed (None:
+        # send_async, the journal's own send timeout counts from the wait).
+        self.deadline = deadline
 
     @property
     def done(self) -> bool:
@@ -250,13 +253,25 @@ class Journal(abc.ABC):
         headers: Mapping[str, str] | None = None,
     ) -> int:
         """Send one record and wait until it is durably on the log; returns its offset."""
-        pending = self.send_async(topic, value, key=key, headers=headers)
-        self._wait(pending)
-        return pending.result()
+        return self.finish_send(self.start_send(topic, value, key=key, headers=headers))
+
+    def start_send(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> PendingSend:
+        """The first half of ``send``: queue the record, its send timeout starting now. Records
+        queued one after the other on one partition reach the log in that order."""
+        return self.send_async(topic, value, key=key, headers=headers)
 
     @abc.abstractmethod
-    def _wait(self, pending: PendingSend) -> None:
-        """Block until ``pending`` is done or the send timeout passed (then set its error)."""
+    def finish_send(self, pending: PendingSend) -> int:
+        """The second half of ``send``: wait until ``pending`` is durably on the log, at most
+        until its send timeout passed; its offset, or raises its error (JournalUnavailable on a
+        timeout: the record may still reach the log)."""
 
     @abc.abstractmethod
     def earliest_offset(self, topic: str, partition: int = 0) -> int: ...

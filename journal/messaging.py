@@ -44,20 +44,21 @@ class MessageSender:
         self.topic = topic
         self.signer = signer
 
-    def _encode(self, message: Message) -> tuple[bytes, dict[str, str]]:
+    def encode(self, message: Message) -> tuple[bytes, dict[str, str]]:
+        """The record's value and headers, signed with the signer if any."""
         value, headers = encode(message)
         if self.signer is not None:
             headers = self.signer.signed_headers(self.topic, headers, value)
         return value, headers
 
     def send(self, message: Message, key: str | None = None) -> int:
-        value, headers = self._encode(message)
+        value, headers = self.encode(message)
         return self.journal.send(
             self.topic, value, key=key.encode() if key is not None else None, headers=headers
         )
 
     def send_async(self, message: Message, key: str | None = None) -> PendingSend:
-        value, headers = self._encode(message)
+        value, headers = self.encode(message)
         return self.journal.send_async(
             self.topic, value, key=key.encode() if key is not None else None, headers=headers
         )

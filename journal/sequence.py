@@ -24,13 +24,21 @@ give one number twice, or write a higher number before a lower one. A subscriber
 the later-logged record as a replay (counted and logged, never silently). Distribution from
 several instances therefore needs them to take turns (docs/security.md: replays).
 
+Numbering is serialized, waiting is not: under its lock a ``Sequencer`` gives the next number
+and queues the record (``Journal.start_send``), then waits for the acknowledgement outside it,
+so one instance sends at the broker's pace, not one round trip at a time. Queued records reach
+the log in the order of their numbers: the backends keep the queueing order within a partition.
+
 A failed send may or may not have reached the log, so the number after it is read from the log
 again: a record that never landed leaves no gap (a broker outage would otherwise put every
-subscriber in SEQUENCE_GAP), and one that did is not numbered twice. Only a record that lands
-after that read (librdkafka gave up on it while the broker was still writing it) is numbered
-twice, and a subscriber refuses it as a replay, counted and logged. Waiting for the lock is
-bounded too (``wait_s``): a request behind a send stuck on an unreachable broker fails as
-unavailable (a retry helps) instead of queueing for one send timeout per request ahead of it.
+subscriber in SEQUENCE_GAP), and one that did is not numbered twice. That read waits until
+every record still in flight has landed or failed, or one landing after it would be numbered
+twice. Only a record the broker writes after its send failed (librdkafka gave up on it while
+the broker was still writing it) is numbered twice, and a subscriber refuses it as a replay,
+counted and logged; one that failed while a record queued behind it landed leaves a gap, which
+subscribers report. Waiting, for the lock and for the records in flight, is bounded
+(``wait_s``): a request behind sends stuck on an unreachable broker fails as unavailable (a
+retry helps) instead of queueing for one send timeout per request ahead of it.
 """
 
 from __future__ import annotations
@@ -38,12 +46,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 
 from google.protobuf.message import Message
 
-from journal.api import Journal, Position
+from journal.api import Journal, PendingSend, Position
 from journal.errors import JournalError, JournalUnavailable
 from journal.wire.messages import TYPE_HEADER, CommandMessage, PackageMessage, decode, type_name
 from journal.wire.signing import RecordVerifier, SignatureError
@@ -58,11 +65,13 @@ MAX_SCAN_RECORDS = 5000
 # How long reading one step may take before the journal counts as unavailable (a retry helps).
 SCAN_TIMEOUT_S = 30.0
 POLL_S = 0.5
-# How long a record waits for the send ahead of it (its journal's send timeout, by default
-# Kafka's): beyond it the journal counts as unavailable.
+# How long a record waits for its number (the lock, and after a failed send the records in
+# flight): beyond it the journal counts as unavailable. Kafka's send timeout by default.
 DEFAULT_WAIT_S = 30.0
 
 Numbered = PackageMessage | CommandMessage
+# Makes the record for a number: its value and headers (signed over the number).
+Encoder = Callable[[int], tuple[bytes, Mapping[str, str]]]
 
 
 def record_sequence(message: Message) -> int:
@@ -159,7 +168,7 @@ def _scan(
 
 
 class Sequencer:
-    """Numbers the records one publisher agent sends to one topic (thread-safe)."""
+    """Numbers and sends the records one publisher agent sends to one topic (thread-safe)."""
 
     def __init__(
         self,
@@ -171,7 +180,7 @@ class Sequencer:
         wait_s: float = DEFAULT_WAIT_S,
     ) -> None:
         """``verifier``: the agent's own public key when it signs, so that only its own records
-        count when the tail is read; ``wait_s``: how long a number waits for the send ahead."""
+        count when the tail is read; ``wait_s``: how long a record waits for its number."""
         self.journal = journal
         self.topic = topic
         self.agent = agent
@@ -179,8 +188,10 @@ class Sequencer:
         self.max_scan_records = max_scan_records
         self.wait_s = wait_s
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # notified when _in_flight drops to 0
         self._last: int | None = None  # the last number given; None: read the log first
-        self._stale = False  # set by resync: read the log before the next number
+        self._stale = False  # read the log before the next number (a failed send, resync)
+        self._in_flight = 0  # records queued whose outcome is not known yet
 
     @property
     def last(self) -> int | None:
@@ -191,28 +202,53 @@ class Sequencer:
         wait for a send in progress: the leadership thread calls it."""
         self._stale = True
 
-    @contextmanager
-    def numbering(self) -> Iterator[int]:
-        """The next number, held until the block ends: the caller sends the record inside it,
-        so that this instance writes its numbers in order. When the block raises, the number
-        after it is read from the log (see the module docstring). JournalUnavailable when the
-        send ahead holds the lock longer than ``wait_s``."""
-        if not self._lock.acquire(timeout=self.wait_s):
-            raise JournalUnavailable(
-                f"{self.topic}: the record of {self.agent} ahead of this one waited over "
-                f"{self.wait_s} s for the journal"
-            )
+    def send(self, encode: Encoder, key: bytes | None = None) -> int:
+        """Number, encode (``encode(number)``) and send one record; its offset once it is on
+        the log. Raises what the send raised, then the number after it is read from the log
+        (see the module docstring); JournalUnavailable when the number waited over ``wait_s``."""
+        pending = self._start(encode, key)
         try:
+            return self.journal.finish_send(pending)
+        except BaseException:
+            self._stale = True
+            raise
+        finally:
+            with self._settled:
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    self._settled.notify_all()
+
+    def _start(self, encode: Encoder, key: bytes | None) -> PendingSend:
+        """Under the lock: the next number, the record queued and counted in flight."""
+        deadline = time.monotonic() + self.wait_s
+        if not self._lock.acquire(timeout=self.wait_s):
+            raise self._waited()
+        try:
+            if not self._settled.wait_for(self._may_number, deadline - time.monotonic()):
+                raise self._waited()
             if self._last is None or self._stale:
                 self._last, self._stale = self._resume(), False
-            self._last += 1
-            try:
-                yield self._last
-            except BaseException:
-                self._stale = True
-                raise
+            number = self._last + 1
+            value, headers = encode(number)
+            pending = self.journal.start_send(self.topic, value, key=key, headers=headers)
+            self._last = number
+            self._in_flight += 1
+            return pending
+        except BaseException:
+            self._stale = True
+            raise
         finally:
             self._lock.release()
+
+    def _may_number(self) -> bool:
+        """Numbering goes on from memory, or the log holds every record sent so far."""
+        return (self._last is not None and not self._stale) or self._in_flight == 0
+
+    def _waited(self) -> JournalUnavailable:
+        return JournalUnavailable(
+            f"{self.topic}: the record of {self.agent} ahead of this one waited over "
+            f"{self.wait_s} s for the journal"
+        )
 
     def _resume(self) -> int:
         found, bound = highest_sequence(

@@ -116,9 +116,9 @@ class PublisherAgent:
         # Package and command records are numbered from the log's tail (journal/sequence.py);
         # with a signing key only records the agent's own key signed count there.
         own_key = self.signer.verifier() if self.signer is not None else None
-        # A record waits for the send ahead of it, then may read the log's tail (one metadata
-        # request) after a failed send: together within the send timeout, so a distribute
-        # behind a hung broker answers as soon as one alone would.
+        # A record waits for its number (after a failed send, for the records in flight), then
+        # may read the log's tail (one metadata request): together within the send timeout, so
+        # a distribute behind a hung broker answers as soon as one alone would.
         number_wait_s = max(
             1.0, journal_settings.send_timeout_s - journal_settings.request_timeout_s
         )

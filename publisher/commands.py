@@ -31,6 +31,9 @@ class CommandSender:
         command.sub_sling_id = subscriber.sling_id
         command.sub_agent_name = subscriber.agent_name
         command.pub_agent_name = self.agent_name
-        with self.sequencer.numbering() as sequence:
+
+        def numbered(sequence: int) -> tuple[bytes, dict[str, str]]:
             command.sequence = sequence
-            return self.sender.send(command, key=subscriber.agent_name)
+            return self.sender.encode(command)
+
+        return self.sequencer.send(numbered, key=subscriber.agent_name.encode())

@@ -84,6 +84,9 @@ STALE_METADATA_CODES = frozenset(
 # Backoff between offset queries answered from stale metadata.
 STALE_RETRY_FIRST_S = 0.1
 STALE_RETRY_MAX_S = 1.0
+# How often a sender waiting for its acknowledgement checks whether the one serving the
+# delivery reports left (then it serves them): bounds the hand-over gap.
+ACK_HANDOVER_S = 0.01
 # Beyond send_timeout_s, how long a synchronous send waits for librdkafka's own timeout
 # report: delivery-report latency only.
 ACK_MARGIN_S = 1.0
@@ -114,6 +117,7 @@ class KafkaJournal(Journal):
         self._common.update(client_config or {})
         self._producer: Producer | None = None
         self._producer_lock = threading.Lock()
+        self._serving = threading.Lock()  # held by the sender serving delivery reports
         self._admin: AdminClient | None = None
         self._meta: RdConsumer | None = None
         self._meta_lock = threading.Lock()
@@ -244,22 +248,20 @@ class KafkaJournal(Journal):
         return limit
 
     # ------------------------------------------------------------------ sending
-    def send(
+    def start_send(
         self,
         topic: str,
         value: bytes,
         *,
         key: bytes | None = None,
         headers: Mapping[str, str] | None = None,
-    ) -> int:
-        """Send one record and wait for its acknowledgement: answers (an offset or
-        JournalUnavailable) within ``send_timeout_s`` of the call plus ACK_MARGIN_S, whatever
-        the broker does (frozen, gone, slow); reading the topic's limit and waiting for room
-        in the local queue come out of that time."""
-        deadline = time.monotonic() + self.send_timeout_s
-        pending = self._send(topic, value, key, headers, deadline)
-        self._wait(pending, deadline + ACK_MARGIN_S)
-        return pending.result()
+    ) -> PendingSend:
+        """produce() the record: its ``finish_send`` answers (an offset or JournalUnavailable)
+        within ``send_timeout_s`` of this call plus ACK_MARGIN_S, whatever the broker does
+        (frozen, gone, slow); reading the topic's limit and waiting for room in the local queue
+        come out of that time. The idempotent producer keeps the order of produce() calls
+        within a partition, retries included."""
+        return self._send(topic, value, key, headers, time.monotonic() + self.send_timeout_s)
 
     def send_async(
         self,
@@ -285,7 +287,7 @@ class KafkaJournal(Journal):
             remaining = min(self.request_timeout_s, deadline - time.monotonic())
             self.max_message_bytes(topic, remaining)
         self.check_size(topic, value, key, headers)
-        pending = _KafkaPending()
+        pending = _KafkaPending(deadline)
         producer = self._producer or self.producer
         queue_deadline = deadline
         while True:
@@ -313,12 +315,17 @@ class KafkaJournal(Journal):
         producer.poll(0)
         return pending
 
-    def _wait(self, pending: PendingSend, deadline: float | None = None) -> None:
+    def finish_send(self, pending: PendingSend) -> int:
         producer = self.producer
         # librdkafka fails the record itself after message.timeout.ms; the margin only covers
         # delivery-report latency.
-        if deadline is None:
-            deadline = time.monotonic() + self.send_timeout_s + ACK_MARGIN_S
+        timeout_at = pending.deadline
+        if timeout_at is None:  # send_async: the send timeout counts from now
+            timeout_at = time.monotonic() + self.send_timeout_s
+        deadline = timeout_at + ACK_MARGIN_S
+        if not isinstance(pending, _KafkaPending):
+            raise TypeError("finish_send takes a PendingSend of this journal's start_send")
+        pending.acked = threading.Event()
         while not pending.done:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -326,10 +333,22 @@ class KafkaJournal(Journal):
                     f"no acknowledgement from Kafka at {self.bootstrap_servers} within "
                     f"{self.send_timeout_s} s (the record may still reach the log)"
                 )
-                return
-            # flush() sends at once instead of waiting out linger.ms: a synchronous send pays
-            # only the broker round trip, while bulk send_async() traffic still batches.
-            producer.flush(min(remaining, ACK_POLL_S))
+                break
+            # One waiter serves the delivery reports of all: flush() returns only once every
+            # queued record is done, so concurrent flushes would hold each sender until the
+            # others' records are acknowledged too. The others wake on their own report, or
+            # take over when the server left.
+            if self._serving.acquire(blocking=False):
+                try:
+                    # flush() sends at once instead of waiting out linger.ms: a synchronous
+                    # send pays only the broker round trip, while bulk send_async() traffic
+                    # still batches.
+                    producer.flush(min(remaining, ACK_POLL_S))
+                finally:
+                    self._serving.release()
+            else:
+                pending.acked.wait(min(remaining, ACK_HANDOVER_S))
+        return pending.result()
 
     def flush(self, timeout_s: float | None = None) -> None:
         if self._producer is None:
@@ -429,7 +448,12 @@ class KafkaJournal(Journal):
 class _KafkaPending(PendingSend):
     """A PendingSend that is its own delivery report callback: one object per send, not two."""
 
-    __slots__ = ()
+    __slots__ = ("acked",)
+
+    def __init__(self, deadline: float | None) -> None:
+        super().__init__(deadline)
+        # Set by the report once a sender waits for it (finish_send): none for bulk sends.
+        self.acked: threading.Event | None = None
 
     def __call__(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
@@ -437,6 +461,8 @@ class _KafkaPending(PendingSend):
         else:
             self.partition = msg.partition()
             self.offset = msg.offset()
+        if self.acked is not None:
+            self.acked.set()
 
 
 __all__ = ["KafkaJournal"]

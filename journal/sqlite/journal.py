@@ -182,12 +182,14 @@ class SqliteJournal(Journal):
     def _refused(self, exc: sqlite3.Error) -> JournalUnavailable:
         return JournalUnavailable(f"journal database {self.path} refused a write: {exc}")
 
-    def _wait(self, pending: PendingSend) -> None:
+    def finish_send(self, pending: PendingSend) -> int:
+        # One flush commits every record queued so far: concurrent senders share the commit.
         if not pending.done:
             try:
                 self.flush()
             except JournalError as exc:
                 pending.error = pending.error or exc
+        return pending.result()
 
     def flush(self, timeout_s: float | None = None) -> None:  # noqa: ARG002 -- Journal API
         with self._lock:

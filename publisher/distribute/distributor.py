@@ -105,12 +105,9 @@ class Distributor:
         self.journal.check_size(self.topic, value, None, headers)
         if key is not None:
             self.spill.store(built.package_id, built.data, built.checksum)
-        # Numbered and sent under the sequencer's lock: this instance's records reach the log in
-        # the order of their numbers.
-        with self.sequencer.numbering() as sequence:
-            message.sequence = sequence
-            value, headers = self._encoded(message)
-            offset = self.journal.send(self.topic, value, headers=headers)
+        # Numbered, signed and queued under the sequencer's lock, so that this instance's
+        # records reach the log in the order of their numbers; acknowledged outside it.
+        offset = self.sequencer.send(lambda sequence: self._numbered(message, sequence))
         if key is not None:
             self.spill.stamp(key, offset)
         self.metrics.enqueue_package_duration.observe(time.perf_counter() - built_at)
@@ -142,6 +139,10 @@ class Distributor:
             binaries_referenced=len(built.blob_refs),
             throttled_s=throttled_s,
         )
+
+    def _numbered(self, message: PackageMessage, sequence: int) -> tuple[bytes, dict[str, str]]:
+        message.sequence = sequence
+        return self._encoded(message)
 
     def _encoded(self, message: PackageMessage) -> tuple[bytes, dict[str, str]]:
         value, headers = encode(message)

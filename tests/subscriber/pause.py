@@ -42,18 +42,20 @@ class Commands:
         )  # fmt: skip
 
     def send(self, command: m.CommandMessage, *, signed: bool = True, numbered: bool = True) -> int:
-        if not numbered:
-            return self._send(command, signed)
-        with self.sequencer.numbering() as number:
-            command.sequence = number
-            return self._send(command, signed)
+        key = command.sub_agent_name.encode()
+        if numbered:
+            return self.sequencer.send(lambda number: self._encoded(command, signed, number), key)
+        value, headers = self._encoded(command, signed, command.sequence)
+        return self.env.journal.send(self.topic, value, key=key, headers=headers)
 
-    def _send(self, command: m.CommandMessage, signed: bool) -> int:
+    def _encoded(
+        self, command: m.CommandMessage, signed: bool, number: int
+    ) -> tuple[bytes, dict[str, str]]:
+        command.sequence = number
         value, headers = m.encode(command)
         if signed:
             headers = self.pub.signer.signed_headers(self.topic, headers, value)
-        key = command.sub_agent_name.encode()
-        return self.env.journal.send(self.topic, value, key=key, headers=headers)
+        return value, headers
 
 
 def committed(store: Store) -> list[int]:

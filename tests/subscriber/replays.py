@@ -50,17 +50,15 @@ class Publisher:
             pub_sling_id="pub-1", pub_agent_name=h.PUB, pkg_id=pkg.package_id, req_type=action,
             pkg_type=PACKAGE_TYPE, pkg_length=len(data), pkg_binary=data,
         )  # fmt: skip
-        if number is not None:
-            message.sequence = number
-            return self._send(message)
-        with self.sequencer.numbering() as sequence:
-            message.sequence = sequence
-            return self._send(message)
-
-    def _send(self, message: m.PackageMessage) -> int:
-        value, headers = m.encode(message)
-        headers = self.signer.signed_headers(self.topic, headers, value)
+        if number is None:
+            return self.sequencer.send(lambda sequence: self._encoded(message, sequence))
+        value, headers = self._encoded(message, number)
         return self.env.journal.send(self.topic, value, headers=headers)
+
+    def _encoded(self, message: m.PackageMessage, number: int) -> tuple[bytes, dict[str, str]]:
+        message.sequence = number
+        value, headers = m.encode(message)
+        return value, self.signer.signed_headers(self.topic, headers, value)
 
     def copy(self, topic: str, offset: int) -> int:
         """Append a byte-for-byte copy of the record at ``offset`` (signature included)."""
@@ -161,15 +159,16 @@ def copied_clear_command(env: Env, make_agent: MakeAgent, **store: Any) -> None:
         commands = Sequencer(env.journal, env.js.topics.command, h.PUB)
         wait_for(lambda: answers(env, env.js.topics.command), 30, "the command topic has a leader")
         latest = env.journal.latest_offset(env.js.topics.package)
-        with commands.numbering() as number:
-            command = m.CommandMessage(
-                sub_sling_id=agent.instance_id, sub_agent_name=agent.name, pub_agent_name=h.PUB,
-                clear_command=m.ClearCommand(offset=latest + 1), sequence=number,
-            )  # fmt: skip
-            value, headers = m.encode(command)
-            original = env.journal.send(
-                env.js.topics.command, value, key=agent.name.encode(), headers=headers
-            )
+        command = m.CommandMessage(
+            sub_sling_id=agent.instance_id, sub_agent_name=agent.name, pub_agent_name=h.PUB,
+            clear_command=m.ClearCommand(offset=latest + 1),
+        )  # fmt: skip
+
+        def numbered(number: int) -> tuple[bytes, dict[str, str]]:
+            command.sequence = number
+            return m.encode(command)
+
+        original = commands.send(numbered, key=agent.name.encode())
         agent.clears.on_command(command, read_record(env, env.js.topics.command, original))
         agent.clears.persist()  # beyond the log's end: refused
         offsets = [

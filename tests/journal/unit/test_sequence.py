@@ -1,23 +1,29 @@
-"""Sequence numbers from the log's tail (journal/sequence.py), on the embedded journal."""
+"""Sequence numbers from the log's tail (journal/sequence.py), on the embedded journal, and
+its waits for acknowledgements outside the lock, on a journal whose acknowledgements the test
+releases."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from journal.api import TopicSpec
+from journal.api import PendingSend, Position, TopicSpec
 from journal.errors import JournalUnavailable
-from journal.sequence import Sequencer, highest_sequence
+from journal.sequence import Encoder, Sequencer, highest_sequence, record_sequence
 from journal.sqlite.journal import SqliteJournal
 from journal.wire import messages as m
 from journal.wire.signing import RecordSigner
 
 TOPIC = "packages"
+# A bound on waits that only a broken sequencer would reach.
+WAIT_S = 10.0
 
 
 @pytest.fixture
@@ -44,12 +50,93 @@ def send(
 
 
 def numbers(sequencer: Sequencer, count: int) -> list[int]:
-    got = []
+    got: list[int] = []
     for _ in range(count):
-        with sequencer.numbering() as number:
-            send(sequencer.journal, package(sequencer.agent, number))  # type: ignore[arg-type]
-            got.append(number)
+        sequencer.send(recording(sequencer.agent, got))
     return got
+
+
+def recording(agent: str, got: list[int]) -> Encoder:
+    """Encodes a package of ``agent`` for the number it is given, noting the number."""
+
+    def encode(number: int) -> tuple[bytes, dict[str, str]]:
+        got.append(number)
+        return m.encode(package(agent, number))
+
+    return encode
+
+
+def failing(number: int) -> tuple[bytes, dict[str, str]]:
+    raise RuntimeError(f"encoding {number} failed")
+
+
+def logged_numbers(journal: SqliteJournal) -> list[int]:
+    """The sequence numbers on the topic, in log order."""
+    got: list[int] = []
+    with journal.consumer(TOPIC, Position.earliest()) as consumer:
+        while records := consumer.poll(0.1, max_records=10_000):
+            got.extend(record_sequence(m.decode(r.headers, r.value)) for r in records)
+    return got
+
+
+class Gate:
+    """The outcome of one record's finish_send, decided by the test."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.fails = False
+
+    def land(self) -> None:
+        self.opened.set()
+
+    def fail(self) -> None:
+        """The wait fails, but the record stays queued: it lands with the next flush, as a
+        Kafka record whose acknowledgement timed out may."""
+        self.fails = True
+        self.opened.set()
+
+
+class GatedJournal(SqliteJournal):
+    """finish_send of each record waits until its gate (``gates``, in start order) opens."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.gates: list[Gate] = []
+        self._gate: dict[int, Gate] = {}
+        self._started = threading.Condition()
+
+    def start_send(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> PendingSend:
+        pending = super().start_send(topic, value, key=key, headers=headers)
+        with self._started:
+            self._gate[id(pending)] = gate = Gate()
+            self.gates.append(gate)
+            self._started.notify_all()
+        return pending
+
+    def finish_send(self, pending: PendingSend) -> int:
+        gate = self._gate[id(pending)]
+        assert gate.opened.wait(WAIT_S), "the test never opened the gate"
+        if gate.fails:
+            raise JournalUnavailable("no acknowledgement (test)")
+        return super().finish_send(pending)
+
+    def started(self, count: int) -> None:
+        with self._started:
+            assert self._started.wait_for(lambda: len(self.gates) >= count, WAIT_S)
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> Iterator[GatedJournal]:
+    with GatedJournal(tmp_path / "gated.db") as j:
+        j.create_topics([TopicSpec(TOPIC)])
+        yield j
 
 
 def test_numbers_grow_across_restarts_and_instances(journal: SqliteJournal) -> None:
@@ -60,40 +147,127 @@ def test_numbers_grow_across_restarts_and_instances(journal: SqliteJournal) -> N
     assert highest_sequence(journal, TOPIC, "pub") == (5, 6)
 
 
-def test_after_a_failed_send_the_next_number_is_read_from_the_log(
+def test_after_a_failed_send_the_next_number_is_read_from_the_log(tmp_path: Path) -> None:
+    with GatedJournal(tmp_path / "j.db") as journal:
+        journal.create_topics([TopicSpec(TOPIC)])
+        sequencer = Sequencer(journal, TOPIC, "pub")
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(numbers, sequencer, 1)
+            journal.started(1)
+            journal.gates[0].land()
+            assert first.result(WAIT_S) == [1]
+        # A record that never reached the log leaves no gap.
+        with pytest.raises(RuntimeError):
+            sequencer.send(failing)
+        with ThreadPoolExecutor(1) as pool:
+            second = pool.submit(numbers, sequencer, 1)
+            journal.started(2)
+            journal.gates[1].land()
+            assert second.result(WAIT_S) == [2]
+        # A record that reached the log although its send failed is not numbered twice.
+        with ThreadPoolExecutor(1) as pool:
+            lost = pool.submit(numbers, sequencer, 1)
+            journal.started(3)
+            journal.gates[2].fail()
+            with pytest.raises(JournalUnavailable):
+                lost.result(WAIT_S)
+            journal.flush()  # it lands after all
+            after = pool.submit(numbers, sequencer, 1)
+            journal.started(4)
+            journal.gates[3].land()
+            assert after.result(WAIT_S) == [4]
+        assert logged_numbers(journal) == [1, 2, 3, 4]
+
+
+def test_concurrent_sends_reach_the_log_in_the_order_of_their_numbers(
     journal: SqliteJournal,
 ) -> None:
     sequencer = Sequencer(journal, TOPIC, "pub")
-    assert numbers(sequencer, 1) == [1]
-    # A record that never reached the log leaves no gap.
-    with pytest.raises(RuntimeError), sequencer.numbering():
-        raise RuntimeError("send failed")
-    assert numbers(sequencer, 1) == [2]
-    # A record that reached the log although its send failed is not numbered twice.
-    with pytest.raises(RuntimeError), sequencer.numbering() as number:
-        send(journal, package("pub", number))
-        raise RuntimeError("acknowledgement lost")
-    assert numbers(sequencer, 1) == [4]
+    per_thread, threads = 200, 8
+    with ThreadPoolExecutor(threads) as pool:
+        given = list(pool.map(lambda _: numbers(sequencer, per_thread), range(threads)))
+    assert all(len(numbers) == per_thread for numbers in given)
+    # No gap, no number twice, and the log holds them in ascending order.
+    assert logged_numbers(journal) == list(range(1, per_thread * threads + 1))
 
 
-def test_a_number_waits_for_the_send_ahead_at_most_wait_s(journal: SqliteJournal) -> None:
+def test_the_lock_is_not_held_while_a_send_waits_for_its_acknowledgement(
+    gated: GatedJournal,
+) -> None:
+    sequencer = Sequencer(gated, TOPIC, "pub", wait_s=WAIT_S)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(numbers, sequencer, 1)
+        gated.started(1)
+        second = pool.submit(numbers, sequencer, 1)
+        gated.started(2)  # queued while the first one still waits
+        assert not first.done()
+        gated.gates[1].land()
+        gated.gates[0].land()
+        assert (first.result(WAIT_S), second.result(WAIT_S)) == ([1], [2])
+    assert logged_numbers(gated) == [1, 2]
+
+
+def test_after_a_failure_the_log_is_read_once_the_sends_in_flight_finished(
+    gated: GatedJournal,
+) -> None:
+    sequencer = Sequencer(gated, TOPIC, "pub", wait_s=WAIT_S)
+    with ThreadPoolExecutor(3) as pool:
+        in_flight = pool.submit(numbers, sequencer, 1)
+        gated.started(1)
+        failed = pool.submit(numbers, sequencer, 1)
+        gated.started(2)
+        gated.gates[1].fail()  # its record is still queued, behind the one in flight
+        with pytest.raises(JournalUnavailable):
+            failed.result(WAIT_S)
+        # Read now, the log would hold neither record and the next number would be 1 again.
+        after = pool.submit(numbers, sequencer, 1)
+        time.sleep(0.2)
+        assert len(gated.gates) == 2, "the next record was numbered before the log was read"
+        gated.gates[0].land()  # lands both queued records
+        assert in_flight.result(WAIT_S) == [1]
+        gated.started(3)
+        gated.gates[2].land()
+        assert after.result(WAIT_S) == [3]
+    assert logged_numbers(gated) == [1, 2, 3]
+
+
+def test_the_wait_for_the_sends_in_flight_is_bounded(gated: GatedJournal) -> None:
+    sequencer = Sequencer(gated, TOPIC, "pub", wait_s=0.3)
+    with ThreadPoolExecutor(2) as pool:
+        stuck = pool.submit(numbers, sequencer, 1)
+        gated.started(1)
+        with pytest.raises(RuntimeError):
+            sequencer.send(failing)
+        started = time.monotonic()
+        with pytest.raises(JournalUnavailable, match=r"waited over 0\.3 s"):
+            sequencer.send(recording("pub", []))
+        assert 0.3 <= time.monotonic() - started < 5
+        gated.gates[0].land()
+        assert stuck.result(WAIT_S) == [1]
+        after = pool.submit(numbers, sequencer, 1)
+        gated.started(2)
+        gated.gates[1].land()
+        assert after.result(WAIT_S) == [2]
+
+
+def test_a_number_waits_for_the_lock_at_most_wait_s(journal: SqliteJournal) -> None:
     sequencer = Sequencer(journal, TOPIC, "pub", wait_s=0.2)
     entered, release = threading.Event(), threading.Event()
 
-    def stuck_send() -> None:
-        with sequencer.numbering():
-            entered.set()
-            release.wait(10)
+    def stuck(number: int) -> tuple[bytes, dict[str, str]]:
+        entered.set()
+        release.wait(WAIT_S)
+        return m.encode(package("pub", number))
 
-    ahead = threading.Thread(target=stuck_send)
-    ahead.start()
-    assert entered.wait(10)
-    started = time.monotonic()
-    with pytest.raises(JournalUnavailable), sequencer.numbering():
-        pass
-    assert time.monotonic() - started < 5
-    release.set()
-    ahead.join(10)
+    with ThreadPoolExecutor(1) as pool:
+        ahead = pool.submit(sequencer.send, stuck)
+        assert entered.wait(WAIT_S)
+        started = time.monotonic()
+        with pytest.raises(JournalUnavailable):
+            sequencer.send(recording("pub", []))
+        assert time.monotonic() - started < 5
+        release.set()
+        ahead.result(WAIT_S)
 
 
 def test_resync_reads_what_another_instance_sent(journal: SqliteJournal) -> None:
@@ -130,11 +304,14 @@ def test_with_a_key_only_own_signed_records_count(journal: SqliteJournal) -> Non
 def test_commands_are_numbered_across_partitions(journal: SqliteJournal) -> None:
     sequencer = Sequencer(journal, "commands", "pub")
     for key in ("sub-a", "sub-b", "sub-c"):
-        with sequencer.numbering() as number:
-            command = m.CommandMessage(
-                sub_sling_id="s", sub_agent_name=key, pub_agent_name="pub", sequence=number,
-                clear_command=m.ClearCommand(offset=0),
-            )  # fmt: skip
-            value, headers = m.encode(command)
-            journal.send("commands", value, key=key.encode(), headers=headers)
+        command = m.CommandMessage(
+            sub_sling_id="s", sub_agent_name=key, pub_agent_name="pub",
+            clear_command=m.ClearCommand(offset=0),
+        )  # fmt: skip
+        sequencer.send(functools.partial(numbered, command), key=key.encode())
     assert highest_sequence(journal, "commands", "pub") == (3, 3)
+
+
+def numbered(command: m.CommandMessage, number: int) -> tuple[bytes, dict[str, str]]:
+    command.sequence = number
+    return m.encode(command)
