@@ -75,7 +75,7 @@ class SubscriberAgent:
         self.topics = settings.journal.topics
         self.store = store
         self.metrics = SubscriberMetrics(settings.agent_name)
-        self.hooks = ImportHooks(hooks, self.metrics)
+        self.hooks = ImportHooks(hooks, self.metrics, settings.import_hook_timeout_s)
         self.readiness = Readiness(
             ReadinessRules(
                 idle_s=settings.ready_idle_s,

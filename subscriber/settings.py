@@ -132,6 +132,9 @@ class SubscriberSettings(ScdSettings):
     # group scd.import_hooks, run in this order before and after each package's import. A name
     # no installed package registers stops the start (subscriber.hooks.loading).
     import_hooks: Annotated[list[str], NoDecode] = Field(default_factory=list, max_length=20)
+    # How long the import waits for one hook call; beyond it the call is a transient failure
+    # (subscriber.hooks.runner: a hung hook costs this per attempt, never the import thread).
+    import_hook_timeout_s: float = Field(default=30.0, gt=0, le=3600)
 
     # Signed records: public keys accepted for package and command records, as
     # "key_id=/path/key.pub,key_id2=base64:<raw 32 bytes>" (a table in TOML); several during a

@@ -4,6 +4,8 @@ tests/subscriber/hooks.py on the embedded journal and the in-memory store."""
 
 from __future__ import annotations
 
+import threading
+import time
 from importlib.metadata import EntryPoint
 from typing import Any
 
@@ -30,6 +32,7 @@ from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
 from tests.subscriber.hooks import Gate, hooks_retry_discard_and_see_the_commit
 from tests.subscriber.packages import node, package
+from tests.waiting import wait_for
 
 PKG = HookPackage(
     "sub", h.PUB, "p1", 7, m.ReqType.ADD, package("p1", m.ReqType.ADD, [("/a", True)])
@@ -129,6 +132,63 @@ def test_the_invalidation_hook_acts_on_invalidate_packages_only() -> None:
     )
     hook.post(PKG, RESULT)
     assert seen == [["/a", "/b"]]
+
+
+class Hanging(ImportHook):
+    """A pre hook that blocks until ``release`` is set (a cache that never answers)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+
+    def pre(self, package: HookPackage) -> None:  # noqa: ARG002
+        self.calls += 1
+        self.release.wait(30)
+
+
+def hook_threads(name: str) -> int:
+    return sum(1 for t in threading.enumerate() if t.name == f"scd-hook-{name}")
+
+
+def test_a_hung_hook_fails_the_attempt_after_the_timeout_and_holds_one_thread() -> None:
+    metrics = SubscriberMetrics("sub")
+    hung = Hanging()
+    hooks = ImportHooks({"cdn": hung}, metrics, timeout_s=0.2)
+    started = time.monotonic()
+    with pytest.raises(TransientHookFailure, match="pre hook 'cdn' failed: HookTimeout: no return"):
+        hooks.pre(PKG)
+    assert 0.2 <= time.monotonic() - started < 5
+    # Until the hung call returns, the next attempts fail at once without a new thread.
+    for _ in range(3):
+        with pytest.raises(TransientHookFailure, match=r"earlier call overran 0\.2 s"):
+            hooks.pre(PKG)
+    assert hung.calls == 1
+    assert hook_threads("cdn") == 1
+    assert sample(metrics, "failures_total", "cdn", "pre", error_class="transient") == 4
+    # Once it returned, the hook is called again.
+    hung.release.set()
+    wait_for(lambda: hook_threads("cdn") == 0, 5, "the hung call to return")
+    hooks.pre(PKG)
+    assert hung.calls == 2
+    assert sample(metrics, "successes_total", "cdn", "pre") == 1
+
+
+def test_a_hook_raising_a_base_exception_is_a_transient_failure_not_a_dead_thread() -> None:
+    class Exiting(ImportHook):
+        def post(self, package: HookPackage, result: ImportResult) -> None:  # noqa: ARG002
+            raise SystemExit(3)
+
+    failures = ImportHooks({"exit": Exiting()}, SubscriberMetrics("sub")).post(PKG, RESULT)
+    assert [type(f) for f in failures] == [TransientHookFailure]
+    assert "SystemExit: 3" in str(failures[0])
+
+
+def test_the_hook_timeout_setting_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert SubscriberSettings().import_hook_timeout_s == 30.0
+    for value in ("0", "-1", "3601", "soon"):
+        monkeypatch.setenv("SCD_SUBSCRIBER_IMPORT_HOOK_TIMEOUT_S", value)
+        with pytest.raises(ValidationError, match="import_hook_timeout_s"):
+            SubscriberSettings()
 
 
 # ---------------------------------------------------------------------- loading by name
