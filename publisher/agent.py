@@ -1,7 +1,8 @@
 """The publisher agent: its concepts wired together, with its background threads.
 
 Threads: the queue cache's tail consumer; two journal pollers (discovery topic: discovery and
-log messages; status topic: status and log messages, both from the earliest record); the
+log messages; status topic: status and log messages, both from the earliest record), and two
+more per remote region (its mirrored copies of those topics, docs/regions.md); the
 leader election; a maintenance loop (discovery view refresh, metrics, cache recycle) and, on
 the leader only, the events loop and the cleanup loop. Every one is supervised
 (runtime/supervisor.py): an unexpected exception is logged, counted and the loop restarted;
@@ -43,6 +44,7 @@ from publisher.metrics import PublisherMetrics
 from publisher.pause import Pauser
 from publisher.queues.cache import QueueCache
 from publisher.queues.error_queues import ErrorQueues
+from publisher.queues.positions import package_offset
 from publisher.queues.throttle import Throttle
 from publisher.queues.views import Queues, QueueSummary
 from publisher.settings import PublisherSettings
@@ -156,7 +158,10 @@ class PublisherAgent:
             metrics=self.metrics,
         )
         self.errors = ErrorQueues(
-            settings.agent_name, max_subscribers=settings.max_subscribers, metrics=self.metrics
+            settings.agent_name,
+            max_subscribers=settings.max_subscribers,
+            metrics=self.metrics,
+            locate=lambda number: package_offset(self.cache, number),
         )
         # Discovery and status records: a bad one is skipped and counted, never a crash.
         self.bad_records = BadRecords(self.metrics.bad_records, log)
@@ -215,26 +220,16 @@ class PublisherAgent:
             self._at_startup(lambda: self.journal.create_topics(topic_specs(self.journal_settings)))
         self._at_startup(self.cache.open)
         self.cache.start()
-        guarded = self.bad_records.guarded
-        log_handler = guarded(self.errors.handle_log)
         self._pollers = [
-            MessagePoller(
-                self.journal,
-                self.topics.discovery,
-                Position.earliest(),
-                {DiscoveryMessage: guarded(self.discovery.handle), LogMessage: log_handler},
-                name="publisher-discovery",
-                poll_timeout_s=self.settings.poll_timeout_s,
-            ).start(),
-            MessagePoller(
-                self.journal,
-                self.topics.status,
-                Position.earliest(),
-                {PackageStatusMessage: guarded(self.errors.handle_status), LogMessage: log_handler},
-                name="publisher-status",
-                poll_timeout_s=self.settings.poll_timeout_s,
-            ).start(),
+            *self._region_pollers("", remote=False),
+            *(
+                poller
+                for prefix in self.settings.remote_topic_prefixes
+                for poller in self._region_pollers(prefix, remote=True)
+            ),
         ]
+        for poller in self._pollers:
+            poller.start()
         self.leadership.start(self._leadership_changed)
         self.supervisor.watch(
             self.cache.thread, *(p.thread for p in self._pollers), self.leadership.thread
@@ -250,6 +245,35 @@ class PublisherAgent:
             self.settings.instance_id,
         )
         return self
+
+    def _region_pollers(self, prefix: str, *, remote: bool) -> list[MessagePoller]:
+        """Pollers of one region's discovery and status topics, from the earliest record: the
+        publisher's own (no prefix), or another region's mirrored copies, whose offsets are
+        the copy's (placed by sequence number, publisher/queues/positions.py)."""
+        guarded = self.bad_records.guarded
+        errors = self.errors
+        log_handler = guarded(errors.handle_remote_log if remote else errors.handle_log)
+        status_handler = guarded(errors.handle_remote_status if remote else errors.handle_status)
+        announce = self.discovery.handle_remote if remote else self.discovery.handle
+        name = f"publisher-{prefix}" if remote else "publisher-"
+        return [
+            MessagePoller(
+                self.journal,
+                prefix + self.topics.discovery,
+                Position.earliest(),
+                {DiscoveryMessage: guarded(announce), LogMessage: log_handler},
+                name=name + "discovery",
+                poll_timeout_s=self.settings.poll_timeout_s,
+            ),
+            MessagePoller(
+                self.journal,
+                prefix + self.topics.status,
+                Position.earliest(),
+                {PackageStatusMessage: status_handler, LogMessage: log_handler},
+                name=name + "status",
+                poll_timeout_s=self.settings.poll_timeout_s,
+            ),
+        ]
 
     def stop(self) -> None:
         self._stop.set()

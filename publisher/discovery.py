@@ -53,6 +53,8 @@ class SubscriberState:
 
     offset: int
     retries: int
+    # The last package sequence number of the agent applied (0: not numbered or unknown).
+    sequence: int = 0
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,9 @@ class Subscriber:
     # canaries that failed it for good (held until cleared or resumed).
     canary_pending: tuple[str, ...] = ()
     canary_failed: tuple[str, ...] = ()
+    # Announced on another region's copy of the discovery topic: its offsets are the copy's
+    # (publisher/queues/positions.py maps its sequence numbers to this log's offsets).
+    remote: bool = False
 
     @property
     def queue_name(self) -> str:
@@ -75,7 +80,7 @@ class Subscriber:
         return f"{self.sling_id}-{self.agent_name}"
 
 
-def subscriber_of(message: DiscoveryMessage, seen_ms: int) -> Subscriber:
+def subscriber_of(message: DiscoveryMessage, seen_ms: int, remote: bool = False) -> Subscriber:
     """The announced subscriber; BadRecord if a field is out of range."""
     if len(message.subscriber_state) > MAX_STATES_PER_SUBSCRIBER:
         raise BadRecord(
@@ -89,6 +94,7 @@ def subscriber_of(message: DiscoveryMessage, seen_ms: int) -> Subscriber:
         states[name] = SubscriberState(
             check_offset(s.offset, "subscriber_state.offset", minimum=-1),
             check_count(s.retries, "subscriber_state.retries"),
+            check_count(s.sequence, "subscriber_state.sequence"),
         )
     canaries = [*message.canary_pending, *message.canary_failed]
     if len(canaries) > MAX_CANARIES:
@@ -106,6 +112,7 @@ def subscriber_of(message: DiscoveryMessage, seen_ms: int) -> Subscriber:
         paused=message.paused,
         canary_pending=tuple(message.canary_pending),
         canary_failed=tuple(message.canary_failed),
+        remote=remote,
     )
 
 
@@ -130,11 +137,19 @@ class DiscoveryView:
         self._alive_names: set[str] = set()
 
     def handle(self, message: DiscoveryMessage, record: Record) -> None:
+        """An announcement read from the publisher's own discovery topic."""
+        self._handle(message, record, remote=False)
+
+    def handle_remote(self, message: DiscoveryMessage, record: Record) -> None:
+        """An announcement read from another region's copy (its offsets are the copy's)."""
+        self._handle(message, record, remote=True)
+
+    def _handle(self, message: DiscoveryMessage, record: Record, *, remote: bool) -> None:
         now = self.clock_ms()
         seen = (
             now if abs(now - record.timestamp_ms) < self.ttl_ms else min(record.timestamp_ms, now)
         )
-        subscriber = subscriber_of(message, seen)
+        subscriber = subscriber_of(message, seen, remote)
         name = subscriber.queue_name
         dropped: list[str] = []
         with self._lock:

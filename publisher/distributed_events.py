@@ -38,6 +38,7 @@ from publisher.discovery import DiscoveryView
 from publisher.metrics import PublisherMetrics
 from publisher.queues.cache import QueueCache
 from publisher.queues.entries import Entry
+from publisher.queues.positions import processed_offset
 
 log = logging.getLogger(__name__)
 
@@ -127,10 +128,12 @@ class DistributedEvents:
         )
 
     def min_processed_offset(self) -> int | None:
+        # In this log's offsets, remote subscribers' included: events go once per package,
+        # when every subscriber of every region processed it.
         offsets = [
-            state.offset
+            offset
             for s in self.discovery.alive()
-            if (state := s.states.get(self.agent_name)) is not None
+            if (offset := processed_offset(s, self.agent_name, self.cache)) is not None
         ]
         return min(offsets) if offsets else None
 

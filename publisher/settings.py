@@ -9,16 +9,23 @@ package and command records (journal/wire/signing.py): optional, the production 
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
-from typing import Self
+from typing import Annotated, Self
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from runtime.config import ScdSettings
 
 KIB = 1024
+# Regions a publisher reads remote discovery and status from: the design point is a handful
+# (docs/regions.md); each costs two pollers and two consumers.
+MAX_REMOTE_REGIONS = 8
+# A prefix leaves room for the topic name in Kafka's 249 characters.
+MAX_PREFIX_CHARS = 100
+REMOTE_PREFIX = re.compile(rf"[A-Za-z0-9._-]{{1,{MAX_PREFIX_CHARS}}}")
 MIB = 1024 * KIB
 
 # Binaries above this size go to the blob store once (content-addressed) and the package only
@@ -174,6 +181,15 @@ class PublisherSettings(ScdSettings):
         description="Subscribers tracked; the least recently announced beyond it are dropped.",
     )
 
+    # Other regions' copies of the discovery and status topics this publisher also reads
+    # (docs/regions.md): one topic name prefix per region (MirrorMaker 2's default policy
+    # names B's copy ``<B's alias>.<topic>``). A region costs two pollers: a few regions.
+    remote_topic_prefixes: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        max_length=MAX_REMOTE_REGIONS,
+        description="Topic name prefixes of other regions' mirrored discovery and status "
+        "topics, comma-separated (e.g. rb.,rc.).",
+    )
     events_enabled: bool = True
     cleanup_interval_s: float = Field(default=DEFAULT_CLEANUP_INTERVAL_S, gt=0)
     cleanup_grace_s: float = Field(default=DEFAULT_CLEANUP_GRACE_S, ge=0)
@@ -191,6 +207,26 @@ class PublisherSettings(ScdSettings):
         ge=0,
         description="Delay of a distribute request once that queue is twice the limit.",
     )
+
+    @field_validator("remote_topic_prefixes", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        return (
+            [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+        )
+
+    @field_validator("remote_topic_prefixes")
+    @classmethod
+    def _prefixes(cls, value: list[str]) -> list[str]:
+        for prefix in value:
+            if not REMOTE_PREFIX.fullmatch(prefix):
+                raise ValueError(
+                    f"remote topic prefix {prefix[:64]!r}: 1-{MAX_PREFIX_CHARS} of the "
+                    "characters of a Kafka topic name (letters, digits, '.', '_', '-')"
+                )
+        if len(set(value)) != len(value):
+            raise ValueError("remote topic prefixes are listed more than once")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> Self:

@@ -115,6 +115,7 @@ class SubscriberAgent:
             lambda: self.instance_id,
             lambda: (self.processed_offset, self.retries),
             lambda: self.clears.paused,
+            lambda: dict(self.store.state.sequences) if self.store.state is not None else {},
             self.metrics,
             self.readiness,
             self._stop,

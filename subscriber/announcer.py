@@ -1,12 +1,16 @@
 """Discovery: the subscriber announces itself and its progress to the publishers it follows
 (Sling: every 10 s; the publisher drops a subscriber silent for 30 s), and refreshes its lag
-from the log's latest offset on the same beat."""
+from the log's latest offset on the same beat.
+
+Progress is the processed offset of the log it reads and, per publisher agent, the last package
+sequence number applied (0: none numbered yet): a publisher reading this announcement from
+another region's copy places the subscriber on its own log by the number (docs/regions.md)."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from journal.api import Journal
 from journal.errors import JournalError
@@ -27,6 +31,7 @@ class Announcer:
         instance_id: Callable[[], str],
         progress: Callable[[], tuple[int, int]],  # (processed offset, retries)
         paused: Callable[[], bool],
+        sequences: Callable[[], Mapping[str, int]],  # the last number applied per agent
         metrics: SubscriberMetrics,
         readiness: Readiness,
         stop: threading.Event,
@@ -37,6 +42,7 @@ class Announcer:
         self.instance_id = instance_id
         self.progress = progress
         self.paused = paused
+        self.sequences = sequences
         self.metrics = metrics
         self.readiness = readiness
         self.stop = stop
@@ -49,12 +55,18 @@ class Announcer:
 
     def message(self) -> m.DiscoveryMessage:
         offset, retries = self.progress()
+        sequences = self.sequences()
         pending, failed = self.canaries()
         return m.DiscoveryMessage(
             sub_sling_id=self.instance_id(),
             sub_agent_name=self.name,
             subscriber_state=[
-                m.SubscriberState(pub_agent_name=agent, offset=offset, retries=retries)
+                m.SubscriberState(
+                    pub_agent_name=agent,
+                    offset=offset,
+                    retries=retries,
+                    sequence=sequences.get(agent, 0),
+                )
                 for agent in self.settings.pub_agents
             ],
             subscriber_configuration=m.SubscriberConfiguration(

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ajournal/wire/journal.proto\x12\x0escd.journal.v1\"\xf2\x03\n\x0ePackageMessage\x12\x19\n\x0cpub_sling_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x16\n\x0epub_agent_name\x18\x02 \x01(\t\x12\x13\n\x06pkg_id\x18\x03 \x01(\tH\x01\x88\x01\x01\x12.\n\x08req_type\x18\x04 \x01(\x0e\x32\x17.scd.journal.v1.ReqTypeH\x02\x88\x01\x01\x12\x12\n\npkg_length\x18\x05 \x01(\x03\x12\x12\n\npkg_binary\x18\x06 \x01(\x0c\x12\r\n\x05paths\x18\x07 \x03(\t\x12\x12\n\ndeep_paths\x18\x08 \x03(\t\x12\x16\n\x0epkg_binary_ref\x18\n \x01(\t\x12\x15\n\x08pkg_type\x18\x0b \x01(\tH\x03\x88\x01\x01\x12\x0f\n\x07user_id\x18\x0c \x01(\t\x12>\n\x08metadata\x18\x64 \x03(\x0b\x32,.scd.journal.v1.PackageMessage.MetadataEntry\x12\x12\n\ncreated_ms\x18\x65 \x01(\x03\x12\x10\n\x08\x63hecksum\x18\x66 \x01(\t\x12\x10\n\x08sequence\x18g \x01(\x03\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0f\n\r_pub_sling_idB\t\n\x07_pkg_idB\x0b\n\t_req_typeB\x0b\n\t_pkg_type\"\xfa\x01\n\x14PackageStatusMessage\x12\x19\n\x0csub_sling_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1b\n\x0esub_agent_name\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x1b\n\x0epub_agent_name\x18\x03 \x01(\tH\x02\x88\x01\x01\x12\x13\n\x06offset\x18\x04 \x01(\x03H\x03\x88\x01\x01\x12+\n\x06status\x18\x05 \x01(\x0e\x32\x16.scd.journal.v1.StatusH\x04\x88\x01\x01\x42\x0f\n\r_sub_sling_idB\x11\n\x0f_sub_agent_nameB\x11\n\x0f_pub_agent_nameB\t\n\x07_offsetB\t\n\x07_status\"r\n\x0fSubscriberState\x12\x1b\n\x0epub_agent_name\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06offset\x18\x02 \x01(\x03H\x01\x88\x01\x01\x12\x0f\n\x07retries\x18\x03 \x01(\x05\x42\x11\n\x0f_pub_agent_nameB\t\n\x07_offset\"g\n\x17SubscriberConfiguration\x12\x15\n\x08\x65\x64itable\x18\x01 \x01(\x08H\x00\x88\x01\x01\x12\x18\n\x0bmax_retries\x18\x02 \x01(\x05H\x01\x88\x01\x01\x42\x0b\n\t_editableB\x0e\n\x0c_max_retries\"\xd5\x02\n\x10\x44iscoveryMessage\x12\x19\n\x0csub_sling_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1b\n\x0esub_agent_name\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x39\n\x10subscriber_state\x18\x03 \x03(\x0b\x32\x1f.scd.journal.v1.SubscriberState\x12N\n\x18subscriber_configuration\x18\x04 \x01(\x0b\x32\'.scd.journal.v1.SubscriberConfigurationH\x02\x88\x01\x01\x12\x0e\n\x06paused\x18\x64 \x01(\x08\x12\x16\n\x0e\x63\x61nary_pending\x18\x65 \x03(\t\x12\x15\n\rcanary_failed\x18\x66 \x03(\tB\x0f\n\r_sub_sling_idB\x11\n\x0f_sub_agent_nameB\x1b\n\x19_subscriber_configuration\".\n\x0c\x43learCommand\x12\x13\n\x06offset\x18\x01 \x01(\x03H\x00\x88\x01\x01\x42\t\n\x07_offset\"\x1e\n\x0cPauseCommand\x12\x0e\n\x06paused\x18\x01 \x01(\x08\"\x80\x02\n\x0e\x43ommandMessage\x12\x19\n\x0csub_sling_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1b\n\x0esub_agent_name\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x33\n\rclear_command\x18\x03 \x01(\x0b\x32\x1c.scd.journal.v1.ClearCommand\x12\x16\n\x0epub_agent_name\x18\x04 \x01(\t\x12\x10\n\x08sequence\x18\x64 \x01(\x03\x12\x33\n\rpause_command\x18\x65 \x01(\x0b\x32\x1c.scd.journal.v1.PauseCommandB\x0f\n\r_sub_sling_idB\x11\n\x0f_sub_agent_name\"\r\n\x0bPingMessage\"\x97\x01\n\nLogMessage\x12\x16\n\x0epub_agent_name\x18\x01 \x01(\t\x12\x14\n\x0csub_sling_id\x18\x02 \x01(\t\x12\x16\n\x0esub_agent_name\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x12\n\nstacktrace\x18\x05 \x01(\t\x12\x0e\n\x06offset\x18\x06 \x01(\x03\x12\x0e\n\x06pkg_id\x18\x07 \x01(\t*8\n\x07ReqType\x12\x07\n\x03\x41\x44\x44\x10\x00\x12\n\n\x06\x44\x45LETE\x10\x01\x12\x08\n\x04TEST\x10\x02\x12\x0e\n\nINVALIDATE\x10\x03*7\n\x06Status\x12\x12\n\x0eREMOVED_FAILED\x10\x00\x12\x0b\n\x07REMOVED\x10\x01\x12\x0c\n\x08IMPORTED\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ajournal/wire/journal.proto\x12\x0escd.journal.v1\"\xf2\x03\n\x0ePackageMessage\x12\x19\n\x0cpub_sling_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x16\n\x0epub_agent_name\x18\x02 \x01(\t\x12\x13\n\x06pkg_id\x18\x03 \x01(\tH\x01\x88\x01\x01\x12.\n\x08req_type\x18\x04 \x01(\x0e\x32\x17.scd.journal.v1.ReqTypeH\x02\x88\x01\x01\x12\x12\n\npkg_length\x18\x05 \x01(\x03\x12\x12\n\npkg_binary\x18\x06 \x01(\x0c\x12\r\n\x05paths\x18\x07 \x03(\t\x12\x12\n\ndeep_paths\x18\x08 \x03(\t\x12\x16\n\x0epkg_binary_ref\x18\n \x01(\t\x12\x15\n\x08pkg_type\x18\x0b \x01(\tH\x03\x88\x01\x01\x12\x0f\n\x07user_id\x18\x0c \x01(\t\x12>\n\x08metadata\x18\x64 \x03(\x0b\x32,.scd.journal.v1.PackageMessage.MetadataEntry\x12\x12\n\ncreated_ms\x18\x65 \x01(\x03\x12\x10\n\x08\x63hecksum\x18\x66 \x01(\t\x12\x10\n\x08sequence\x18g \x01(\x03\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0f\n\r_pub_sling_idB\t\n\x07_pkg_idB\x0b\n\t_req_typeB\x0b\n\t_pkg_type\"\x8c\x02\n\x14PackageStatusMessage\x12\x19\n\x0csub_sling_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1b\n\x0esub_agent_name\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x1b\n\x0epub_agent_name\x18\x03 \x01(\tH\x02\x88\x01\x01\x12\x13\n\x06offset\x18\x04 \x01(\x03H\x03\x88\x01\x01\x12+\n\x06status\x18\x05 \x01(\x0e\x32\x16.scd.journal.v1.StatusH\x04\x88\x01\x01\x12\x10\n\x08sequence\x18\x64 \x01(\x03\x42\x0f\n\r_sub_sling_idB\x11\n\x0f_sub_agent_nameB\x11\n\x0f_pub_agent_nameB\t\n\x07_offsetB\t\n\x07_status\"\x84\x01\n\x0fSubscriberState\x12\x1b\n\x0epub_agent_name\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06offset\x18\x02 \x01(\x03H\x01\x88\x01\x01\x12\x0f\n\x07retries\x18\x03 \x01(\x05\x12\x10\n\x08sequence\x18\x64 \x01(\x03\x42\x11\n\x0f_pub_agent_nameB\t\n\x07_offset\"g\n\x17SubscriberConfiguration\x12\x15\n\x08\x65\x64itable\x18\x01 \x01(\x08H\x00\x88\x01\x01\x12\x18\n\x0bmax_retries\x18\x02 \x01(\x05H\x01\x88\x01\x01\x42\x0b\n\t_editableB\x0e\n\x0c_max_retries\"\xd5\x02\n\x10\x44iscoveryMessage\x12\x19\n\x0csub_sling_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1b\n\x0esub_agent_name\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x39\n\x10subscriber_state\x18\x03 \x03(\x0b\x32\x1f.scd.journal.v1.SubscriberState\x12N\n\x18subscriber_configuration\x18\x04 \x01(\x0b\x32\'.scd.journal.v1.SubscriberConfigurationH\x02\x88\x01\x01\x12\x0e\n\x06paused\x18\x64 \x01(\x08\x12\x16\n\x0e\x63\x61nary_pending\x18\x65 \x03(\t\x12\x15\n\rcanary_failed\x18\x66 \x03(\tB\x0f\n\r_sub_sling_idB\x11\n\x0f_sub_agent_nameB\x1b\n\x19_subscriber_configuration\".\n\x0c\x43learCommand\x12\x13\n\x06offset\x18\x01 \x01(\x03H\x00\x88\x01\x01\x42\t\n\x07_offset\"\x1e\n\x0cPauseCommand\x12\x0e\n\x06paused\x18\x01 \x01(\x08\"\x80\x02\n\x0e\x43ommandMessage\x12\x19\n\x0csub_sling_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1b\n\x0esub_agent_name\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x33\n\rclear_command\x18\x03 \x01(\x0b\x32\x1c.scd.journal.v1.ClearCommand\x12\x16\n\x0epub_agent_name\x18\x04 \x01(\t\x12\x10\n\x08sequence\x18\x64 \x01(\x03\x12\x33\n\rpause_command\x18\x65 \x01(\x0b\x32\x1c.scd.journal.v1.PauseCommandB\x0f\n\r_sub_sling_idB\x11\n\x0f_sub_agent_name\"\r\n\x0bPingMessage\"\xa9\x01\n\nLogMessage\x12\x16\n\x0epub_agent_name\x18\x01 \x01(\t\x12\x14\n\x0csub_sling_id\x18\x02 \x01(\t\x12\x16\n\x0esub_agent_name\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x12\n\nstacktrace\x18\x05 \x01(\t\x12\x0e\n\x06offset\x18\x06 \x01(\x03\x12\x0e\n\x06pkg_id\x18\x07 \x01(\t\x12\x10\n\x08sequence\x18\x08 \x01(\x03*8\n\x07ReqType\x12\x07\n\x03\x41\x44\x44\x10\x00\x12\n\n\x06\x44\x45LETE\x10\x01\x12\x08\n\x04TEST\x10\x02\x12\x0e\n\nINVALIDATE\x10\x03*7\n\x06Status\x12\x12\n\x0eREMOVED_FAILED\x10\x00\x12\x0b\n\x07REMOVED\x10\x01\x12\x0c\n\x08IMPORTED\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,30 +33,30 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_PACKAGEMESSAGE_METADATAENTRY']._loaded_options = None
   _globals['_PACKAGEMESSAGE_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_REQTYPE']._serialized_start=1873
-  _globals['_REQTYPE']._serialized_end=1929
-  _globals['_STATUS']._serialized_start=1931
-  _globals['_STATUS']._serialized_end=1986
+  _globals['_REQTYPE']._serialized_start=1928
+  _globals['_REQTYPE']._serialized_end=1984
+  _globals['_STATUS']._serialized_start=1986
+  _globals['_STATUS']._serialized_end=2041
   _globals['_PACKAGEMESSAGE']._serialized_start=47
   _globals['_PACKAGEMESSAGE']._serialized_end=545
   _globals['_PACKAGEMESSAGE_METADATAENTRY']._serialized_start=444
   _globals['_PACKAGEMESSAGE_METADATAENTRY']._serialized_end=491
   _globals['_PACKAGESTATUSMESSAGE']._serialized_start=548
-  _globals['_PACKAGESTATUSMESSAGE']._serialized_end=798
-  _globals['_SUBSCRIBERSTATE']._serialized_start=800
-  _globals['_SUBSCRIBERSTATE']._serialized_end=914
-  _globals['_SUBSCRIBERCONFIGURATION']._serialized_start=916
-  _globals['_SUBSCRIBERCONFIGURATION']._serialized_end=1019
-  _globals['_DISCOVERYMESSAGE']._serialized_start=1022
-  _globals['_DISCOVERYMESSAGE']._serialized_end=1363
-  _globals['_CLEARCOMMAND']._serialized_start=1365
-  _globals['_CLEARCOMMAND']._serialized_end=1411
-  _globals['_PAUSECOMMAND']._serialized_start=1413
-  _globals['_PAUSECOMMAND']._serialized_end=1443
-  _globals['_COMMANDMESSAGE']._serialized_start=1446
-  _globals['_COMMANDMESSAGE']._serialized_end=1702
-  _globals['_PINGMESSAGE']._serialized_start=1704
-  _globals['_PINGMESSAGE']._serialized_end=1717
-  _globals['_LOGMESSAGE']._serialized_start=1720
-  _globals['_LOGMESSAGE']._serialized_end=1871
+  _globals['_PACKAGESTATUSMESSAGE']._serialized_end=816
+  _globals['_SUBSCRIBERSTATE']._serialized_start=819
+  _globals['_SUBSCRIBERSTATE']._serialized_end=951
+  _globals['_SUBSCRIBERCONFIGURATION']._serialized_start=953
+  _globals['_SUBSCRIBERCONFIGURATION']._serialized_end=1056
+  _globals['_DISCOVERYMESSAGE']._serialized_start=1059
+  _globals['_DISCOVERYMESSAGE']._serialized_end=1400
+  _globals['_CLEARCOMMAND']._serialized_start=1402
+  _globals['_CLEARCOMMAND']._serialized_end=1448
+  _globals['_PAUSECOMMAND']._serialized_start=1450
+  _globals['_PAUSECOMMAND']._serialized_end=1480
+  _globals['_COMMANDMESSAGE']._serialized_start=1483
+  _globals['_COMMANDMESSAGE']._serialized_end=1739
+  _globals['_PINGMESSAGE']._serialized_start=1741
+  _globals['_PINGMESSAGE']._serialized_end=1754
+  _globals['_LOGMESSAGE']._serialized_start=1757
+  _globals['_LOGMESSAGE']._serialized_end=1926
 # @@protoc_insertion_point(module_scope)

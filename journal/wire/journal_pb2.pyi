@@ -69,28 +69,32 @@ class PackageMessage(_message.Message):
     def __init__(self, pub_sling_id: _Optional[str] = ..., pub_agent_name: _Optional[str] = ..., pkg_id: _Optional[str] = ..., req_type: _Optional[_Union[ReqType, str]] = ..., pkg_length: _Optional[int] = ..., pkg_binary: _Optional[bytes] = ..., paths: _Optional[_Iterable[str]] = ..., deep_paths: _Optional[_Iterable[str]] = ..., pkg_binary_ref: _Optional[str] = ..., pkg_type: _Optional[str] = ..., user_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_ms: _Optional[int] = ..., checksum: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class PackageStatusMessage(_message.Message):
-    __slots__ = ("sub_sling_id", "sub_agent_name", "pub_agent_name", "offset", "status")
+    __slots__ = ("sub_sling_id", "sub_agent_name", "pub_agent_name", "offset", "status", "sequence")
     SUB_SLING_ID_FIELD_NUMBER: _ClassVar[int]
     SUB_AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     PUB_AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     sub_sling_id: str
     sub_agent_name: str
     pub_agent_name: str
     offset: int
     status: Status
-    def __init__(self, sub_sling_id: _Optional[str] = ..., sub_agent_name: _Optional[str] = ..., pub_agent_name: _Optional[str] = ..., offset: _Optional[int] = ..., status: _Optional[_Union[Status, str]] = ...) -> None: ...
+    sequence: int
+    def __init__(self, sub_sling_id: _Optional[str] = ..., sub_agent_name: _Optional[str] = ..., pub_agent_name: _Optional[str] = ..., offset: _Optional[int] = ..., status: _Optional[_Union[Status, str]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class SubscriberState(_message.Message):
-    __slots__ = ("pub_agent_name", "offset", "retries")
+    __slots__ = ("pub_agent_name", "offset", "retries", "sequence")
     PUB_AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     RETRIES_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     pub_agent_name: str
     offset: int
     retries: int
-    def __init__(self, pub_agent_name: _Optional[str] = ..., offset: _Optional[int] = ..., retries: _Optional[int] = ...) -> None: ...
+    sequence: int
+    def __init__(self, pub_agent_name: _Optional[str] = ..., offset: _Optional[int] = ..., retries: _Optional[int] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class SubscriberConfiguration(_message.Message):
     __slots__ = ("editable", "max_retries")
@@ -151,7 +155,7 @@ class PingMessage(_message.Message):
     def __init__(self) -> None: ...
 
 class LogMessage(_message.Message):
-    __slots__ = ("pub_agent_name", "sub_sling_id", "sub_agent_name", "message", "stacktrace", "offset", "pkg_id")
+    __slots__ = ("pub_agent_name", "sub_sling_id", "sub_agent_name", "message", "stacktrace", "offset", "pkg_id", "sequence")
     PUB_AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
     SUB_SLING_ID_FIELD_NUMBER: _ClassVar[int]
     SUB_AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +163,7 @@ class LogMessage(_message.Message):
     STACKTRACE_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     PKG_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     pub_agent_name: str
     sub_sling_id: str
     sub_agent_name: str
@@ -166,4 +171,5 @@ class LogMessage(_message.Message):
     stacktrace: str
     offset: int
     pkg_id: str
-    def __init__(self, pub_agent_name: _Optional[str] = ..., sub_sling_id: _Optional[str] = ..., sub_agent_name: _Optional[str] = ..., message: _Optional[str] = ..., stacktrace: _Optional[str] = ..., offset: _Optional[int] = ..., pkg_id: _Optional[str] = ...) -> None: ...
+    sequence: int
+    def __init__(self, pub_agent_name: _Optional[str] = ..., sub_sling_id: _Optional[str] = ..., sub_agent_name: _Optional[str] = ..., message: _Optional[str] = ..., stacktrace: _Optional[str] = ..., offset: _Optional[int] = ..., pkg_id: _Optional[str] = ..., sequence: _Optional[int] = ...) -> None: ...

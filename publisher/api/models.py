@@ -171,8 +171,9 @@ class PauseResponse(ApiModel):
 
 class SubscriberStateModel(ApiModel):
     pub_agent_name: str
-    offset: int
+    offset: int  # as announced: the offset of the log the subscriber reads
     retries: int
+    sequence: int  # the last package number applied (0: unknown)
 
 
 class SubscriberModel(ApiModel):
@@ -182,6 +183,7 @@ class SubscriberModel(ApiModel):
     editable: bool
     max_retries: int
     last_seen_ms: int
+    remote: bool  # announced on another region's copy of the discovery topic
     states: list[SubscriberStateModel]
 
     @classmethod
@@ -193,8 +195,11 @@ class SubscriberModel(ApiModel):
             editable=s.editable,
             max_retries=s.max_retries,
             last_seen_ms=s.last_seen_ms,
+            remote=s.remote,
             states=[
-                SubscriberStateModel(pub_agent_name=k, offset=v.offset, retries=v.retries)
+                SubscriberStateModel(
+                    pub_agent_name=k, offset=v.offset, retries=v.retries, sequence=v.sequence
+                )
                 for k, v in sorted(s.states.items())
             ],
         )

@@ -85,6 +85,8 @@ class QueueCache:
         self._stop = threading.Event()
         self.thread: SupervisedThread | None = None
         self._tail_runs = 0
+        # ensure_all fetched the retained log since the last recycle: not again.
+        self._all_fetched = False
 
     # ------------------------------------------------------------------ lifecycle
     def open(self, from_offset: int | None = None) -> None:
@@ -193,6 +195,14 @@ class QueueCache:
     def next_offset(self) -> int:
         """The next offset the tail consumer reads."""
         return self._next_offset
+
+    def ensure_all(self) -> None:
+        """Make the cache cover every retained record of the topic: one fetch between two
+        recycles, whoever asks how often (a remote subscriber's sequence below the cache)."""
+        if self._all_fetched:
+            return
+        self.ensure(self.journal.earliest_offset(self.topic))
+        self._all_fetched = True
 
     def ensure(self, from_offset: int) -> None:
         """Make the cache cover ``from_offset`` on, fetching the missing older range."""
@@ -312,6 +322,30 @@ class QueueCache:
                     return segment.entry(index) if index is not None else None
         return None
 
+    def numbers(self) -> tuple[int, int] | None:
+        """(lowest, highest) package sequence number cached, None when none is."""
+        with self._lock:
+            ranges = [r for s in self._segments if (r := s.numbers) is not None]
+        return (ranges[0][0], ranges[-1][1]) if ranges else None
+
+    def offset_upto_number(self, number: int) -> int | None:
+        """Offset of the cached package with the highest sequence number <= ``number``."""
+        with self._lock:
+            for segment in reversed(self._segments):
+                offset = segment.offset_upto_number(number)
+                if offset is not None:
+                    return offset
+        return None
+
+    def offset_of_number(self, number: int) -> int | None:
+        """Offset of the cached package numbered exactly ``number`` (None: not cached)."""
+        with self._lock:
+            for segment in self._segments:
+                offset = segment.offset_of_number(number)
+                if offset is not None:
+                    return offset
+        return None
+
     def entries_between(self, low: int, high: int) -> list[Entry]:
         """Entries with ``low < offset <= high``, in offset order."""
         out: list[Entry] = []
@@ -332,6 +366,7 @@ class QueueCache:
             for segment in self._segments:
                 merged.extend(segment.drop_before(keep_from))
             self._segments = [merged]
+            self._all_fetched = False
             if self._covered_from is not None:
                 self._covered_from = max(self._covered_from, min(keep_from, self._next_offset))
             dropped = before - len(merged)
@@ -368,4 +403,5 @@ def _append(segment: EntrySegment, offset: int, message: PackageMessage) -> None
         message.deep_paths,
         message.pkg_length,
         message.created_ms,
+        message.sequence,
     )

@@ -6,6 +6,11 @@ the paths of every entry, separated by control characters that valid paths never
 That costs about 33 bytes plus the text per entry (Sling documents ~100 B per entry), instead
 of the ~1 KB a Python object with a list of strings would take. An :class:`Entry` object is
 only built when an item is actually shown.
+
+Sequence numbers (journal/sequence.py) are indexed apart: ``_numbers`` holds the strictly
+growing numbers of the segment and ``_numbered`` the index of the entry carrying each. An entry
+numbered at or below a number already indexed (a copy appended to the log: subscribers skip it
+as a replay) or not numbered is not indexed, so the lookup is a bisect whatever the log holds.
 """
 
 from __future__ import annotations
@@ -46,7 +51,16 @@ class Entry:
 class EntrySegment:
     """Entries of a contiguous offset range, in ascending offset order."""
 
-    __slots__ = ("_created", "_ends", "_kinds", "_offsets", "_sizes", "_text")
+    __slots__ = (
+        "_created",
+        "_ends",
+        "_kinds",
+        "_numbered",
+        "_numbers",
+        "_offsets",
+        "_sizes",
+        "_text",
+    )
 
     def __init__(self) -> None:
         self._offsets = array("q")
@@ -55,6 +69,8 @@ class EntrySegment:
         self._kinds = array("b")
         self._ends = array("q")
         self._text = bytearray()
+        self._numbers = array("q")
+        self._numbered = array("q")
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -76,6 +92,7 @@ class EntrySegment:
         deep_paths: Sequence[str],
         size: int,
         created_ms: int,
+        sequence: int = 0,
     ) -> None:
         if self._offsets and offset <= self._offsets[-1]:
             raise ValueError(f"offset {offset} not after {self._offsets[-1]}")
@@ -92,6 +109,9 @@ class EntrySegment:
         self._offsets.append(offset)
         self._created.append(created_ms)
         self._sizes.append(size)
+        if sequence > 0 and (not self._numbers or sequence > self._numbers[-1]):
+            self._numbers.append(sequence)
+            self._numbered.append(len(self._offsets) - 1)
 
     def index_after(self, offset: int) -> int:
         """Index of the first entry with an offset greater than ``offset``."""
@@ -100,6 +120,23 @@ class EntrySegment:
     def index_of(self, offset: int) -> int | None:
         i = bisect_left(self._offsets, offset)
         return i if i < len(self._offsets) and self._offsets[i] == offset else None
+
+    @property
+    def numbers(self) -> tuple[int, int] | None:
+        """(lowest, highest) sequence number indexed, None when none is."""
+        return (self._numbers[0], self._numbers[-1]) if self._numbers else None
+
+    def offset_upto_number(self, number: int) -> int | None:
+        """Offset of the entry with the highest indexed number <= ``number`` (None: none)."""
+        i = bisect_right(self._numbers, number)
+        return self._offsets[self._numbered[i - 1]] if i else None
+
+    def offset_of_number(self, number: int) -> int | None:
+        """Offset of the entry numbered exactly ``number`` (None: not indexed here)."""
+        i = bisect_left(self._numbers, number)
+        if i < len(self._numbers) and self._numbers[i] == number:
+            return self._offsets[self._numbered[i]]
+        return None
 
     def offset_at(self, index: int) -> int:
         return self._offsets[index]
@@ -141,6 +178,9 @@ class EntrySegment:
         out._kinds = self._kinds[cut:]
         out._ends = array("q", (end - base for end in self._ends[cut:]))
         out._text = self._text[base:]
+        first = bisect_left(self._numbered, cut)
+        out._numbers = self._numbers[first:]
+        out._numbered = array("q", (i - cut for i in self._numbered[first:]))
         return out
 
     def extend(self, other: EntrySegment) -> None:
@@ -150,6 +190,15 @@ class EntrySegment:
         if self._offsets and other.first_offset <= self._offsets[-1]:
             raise ValueError("segments overlap")
         base = len(self._text)
+        count = len(self._offsets)
+        # Numbers stay strictly growing across the join: ``other``'s at or below ours are
+        # copies (see the module doc) and are not indexed.
+        top = self._numbers[-1] if self._numbers else 0
+        for number, index in zip(other._numbers, other._numbered, strict=True):
+            if number > top:
+                self._numbers.append(number)
+                self._numbered.append(index + count)
+                top = number
         self._offsets.extend(other._offsets)
         self._created.extend(other._created)
         self._sizes.extend(other._sizes)

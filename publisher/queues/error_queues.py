@@ -21,11 +21,12 @@ import threading
 from array import array
 from bisect import bisect_left
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from journal.api import Record
 from journal.wire.messages import LogMessage, PackageStatusMessage, Status
-from publisher.bad_records import check_enum, check_name, check_offset
+from publisher.bad_records import BadRecord, check_count, check_enum, check_name, check_offset
 from publisher.metrics import PublisherMetrics
 from publisher.settings import DEFAULT_MAX_SUBSCRIBERS
 from runtime.ratelog import RateLimitedLog
@@ -85,9 +86,13 @@ class ErrorQueues:
         *,
         max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS,
         metrics: PublisherMetrics | None = None,
+        locate: Callable[[int], int | None] = lambda _number: None,
     ) -> None:
         self.agent_name = agent_name
         self.max_subscribers = max_subscribers
+        # A package's offset on the publisher's topic by its sequence number (None: not on
+        # the retained log): places failures read from another region's copy.
+        self.locate = locate
         self.metrics = metrics
         self._lock = threading.Lock()
         # Least recently reported about first: the end a full map drops from.
@@ -98,6 +103,36 @@ class ErrorQueues:
         self._drop_log = RateLimitedLog(log)
 
     def handle_status(self, message: PackageStatusMessage, _record: Record) -> None:
+        """A status read from the publisher's own status topic."""
+        self._handle_status(message, remote=False)
+
+    def handle_remote_status(self, message: PackageStatusMessage, _record: Record) -> None:
+        """A status read from another region's copy: placed by its sequence number."""
+        self._handle_status(message, remote=True)
+
+    def handle_log(self, message: LogMessage, record: Record) -> None:
+        self._handle_log(message, record, remote=False)
+
+    def handle_remote_log(self, message: LogMessage, record: Record) -> None:
+        self._handle_log(message, record, remote=True)
+
+    def _offset(self, offset: int, sequence: int, remote: bool) -> int:
+        """The reported package's offset on the publisher's topic: as reported, or for a
+        report from another region's copy, where its sequence number is (offsets there are
+        the copy's; a report without a number keeps the copy's offset, docs/regions.md)."""
+        offset = check_offset(offset, "offset")
+        number = check_count(sequence, "sequence")
+        if not remote or number == 0:
+            return offset
+        located = self.locate(number)
+        if located is None:
+            raise BadRecord(
+                f"sequence {number} of {self.agent_name} is not on the publisher's retained "
+                "log (never sent, or deleted by retention)"
+            )
+        return located
+
+    def _handle_status(self, message: PackageStatusMessage, *, remote: bool) -> None:
         if message.pub_agent_name != self.agent_name:
             return
         status = check_enum(Status, message.status, "status")
@@ -107,7 +142,7 @@ class ErrorQueues:
             check_name(message.sub_sling_id, "sub_sling_id"),
             check_name(message.sub_agent_name, "sub_agent_name"),
         )
-        offset = check_offset(message.offset, "offset")
+        offset = self._offset(message.offset, message.sequence, remote)
         dropped: dict[str, int] = {}
         with self._lock:
             offsets = self._queue(name, dropped).failed
@@ -119,14 +154,14 @@ class ErrorQueues:
                     dropped["failed_offset"] = 1
         self._report(dropped)
 
-    def handle_log(self, message: LogMessage, record: Record) -> None:
+    def _handle_log(self, message: LogMessage, record: Record, *, remote: bool) -> None:
         if message.pub_agent_name and message.pub_agent_name != self.agent_name:
             return
         name = queue_name(
             check_name(message.sub_sling_id, "sub_sling_id"),
             check_name(message.sub_agent_name, "sub_agent_name"),
         )
-        offset = check_offset(message.offset, "offset")
+        offset = self._offset(message.offset, message.sequence, remote)
         error = ReportedError(
             offset=offset,
             package_id=check_name(message.pkg_id, "pkg_id") if message.pkg_id else "",

@@ -1,7 +1,9 @@
 """Per-subscriber queues: views of the queue cache after each subscriber's processed offset.
 
 A queue holds the cached packages with offset > the subscriber's last processed offset for this
-publisher agent, in offset order. State (Sling's): IDLE when empty, BLOCKED when the head item
+publisher agent, in offset order: the offset it announced, or for a subscriber on another
+region's copy of the log the offset its sequence number maps to (publisher/queues/positions.py).
+State (Sling's): IDLE when empty, BLOCKED when the head item
 failed ``blocked_after_attempts`` times or more, PAUSED while the subscriber announces it is
 paused (publisher/pause.py), CANARY_FAILED or WAITING_FOR_CANARY while a staged subscriber
 announces it holds its next package or waits for its canaries' statuses, RUNNING otherwise.
@@ -32,6 +34,7 @@ from publisher.errors import QueueNotFound
 from publisher.queues.cache import QueueCache
 from publisher.queues.entries import Entry
 from publisher.queues.error_queues import ErrorQueues, ReportedError
+from publisher.queues.positions import processed_offset
 from runtime.clock import now_ms
 
 ERROR_QUEUE_SUFFIX = "-error"
@@ -134,8 +137,7 @@ class Queues:
         self.aggregate = aggregate
 
     def processed_offset(self, subscriber: Subscriber) -> int | None:
-        state = subscriber.states.get(self.agent_name)
-        return state.offset if state is not None else None
+        return processed_offset(subscriber, self.agent_name, self.cache)
 
     def subscriber(self, name: str) -> Subscriber:
         subscriber = self.discovery.get(name)
@@ -222,13 +224,14 @@ class Queues:
     def _summary(self, subscriber: Subscriber) -> QueueSummary:
         name = subscriber.queue_name
         state = subscriber.states.get(self.agent_name)
+        processed = self.processed_offset(subscriber)
         error_size = self.errors.size(name)
-        head = self.cache.head_after(state.offset) if state is not None else None
-        if state is None or head is None:
+        head = self.cache.head_after(processed) if processed is not None else None
+        if state is None or processed is None or head is None:
             return QueueSummary(
                 name,
                 subscriber,
-                state.offset if state else None,
+                processed,
                 held_state(subscriber) or QueueState.IDLE,
                 0,
                 None,
@@ -245,9 +248,9 @@ class Queues:
         return QueueSummary(
             name=name,
             subscriber=subscriber,
-            processed_offset=state.offset,
+            processed_offset=processed,
             state=queue_state,
-            size=self.cache.count_after(state.offset),
+            size=self.cache.count_after(processed),
             head_offset=head[0],
             head_attempts=attempts,
             lag_ms=max(0, self.clock_ms() - head[1]),

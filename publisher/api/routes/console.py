@@ -27,6 +27,7 @@ from publisher.api.deps import AgentDep
 from publisher.api.models import ApiModel
 from publisher.console.recent_events import RecentEvents
 from publisher.distribute.request import Action
+from publisher.queues.positions import processed_offset
 from runtime.clock import now_ms
 
 router = APIRouter(tags=["console"])
@@ -269,11 +270,11 @@ def _progress(agent: PublisherAgent, low: int) -> list[tuple[int, frozenset[int]
     name = agent.settings.agent_name
     out = []
     for s in agent.discovery.alive():
-        state = s.states.get(name)
+        offset = processed_offset(s, name, agent.cache)
         failed = agent.errors.offsets(s.queue_name)  # sorted, and bounded per subscriber
         out.append(
             (
-                state.offset if state is not None else -1,
+                offset if offset is not None else -1,
                 frozenset(failed[bisect_left(failed, low) :]),
             )
         )

@@ -88,7 +88,10 @@ def test_two_subscribers_queues_appear_and_drain(
     assert agent["leader"] is True
     subs = client.get("/subscribers").json()
     assert [s["queueName"] for s in subs] == ["a-subscriber", "b-subscriber"]
-    assert subs[0]["states"] == [{"pubAgentName": "publish", "offset": offsets[-1], "retries": 0}]
+    assert subs[0]["states"] == [
+        {"pubAgentName": "publish", "offset": offsets[-1], "retries": 0, "sequence": 0}
+    ]
+    assert subs[0]["remote"] is False
 
 
 def test_head_failing_repeatedly_blocks_the_queue_and_the_agent(
