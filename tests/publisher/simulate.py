@@ -44,6 +44,7 @@ class SimulatedSubscriber:
         paused: bool = False,
         canary_pending: Sequence[str] = (),
         canary_failed: Sequence[str] = (),
+        sequence: int = 0,
     ) -> int:
         message = DiscoveryMessage(
             sub_sling_id=self.sling_id,
@@ -57,24 +58,30 @@ class SimulatedSubscriber:
         )
         if offset is not None:
             message.subscriber_state.append(
-                SubscriberState(pub_agent_name=self.pub_agent_name, offset=offset, retries=retries)
+                SubscriberState(
+                    pub_agent_name=self.pub_agent_name,
+                    offset=offset,
+                    retries=retries,
+                    sequence=sequence,
+                )
             )
         return MessageSender(self.journal, self.topics.discovery).send(message, key=self.agent_name)
 
-    def status(self, offset: int, status: int) -> int:
+    def status(self, offset: int, status: int, sequence: int = 0) -> int:
         message = PackageStatusMessage(
             sub_sling_id=self.sling_id,
             sub_agent_name=self.agent_name,
             pub_agent_name=self.pub_agent_name,
             offset=offset,
             status=status,  # type: ignore[arg-type]
+            sequence=sequence,
         )
         return MessageSender(self.journal, self.topics.status).send(message)
 
-    def failed(self, offset: int) -> int:
-        return self.status(offset, Status.REMOVED_FAILED)
+    def failed(self, offset: int, sequence: int = 0) -> int:
+        return self.status(offset, Status.REMOVED_FAILED, sequence)
 
-    def log_error(self, offset: int, text: str, pkg_id: str = "") -> int:
+    def log_error(self, offset: int, text: str, pkg_id: str = "", sequence: int = 0) -> int:
         message = LogMessage(
             pub_agent_name=self.pub_agent_name,
             sub_sling_id=self.sling_id,
@@ -83,5 +90,6 @@ class SimulatedSubscriber:
             stacktrace=f"Traceback: {text}",
             offset=offset,
             pkg_id=pkg_id,
+            sequence=sequence,
         )
         return MessageSender(self.journal, self.topics.status).send(message)

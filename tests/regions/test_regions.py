@@ -6,6 +6,7 @@ module: the clusters and MirrorMaker are started once."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Iterator
@@ -13,18 +14,24 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from fastapi.testclient import TestClient
 
 from blobstore.factory import open_blob_store
 from journal.api import Position, Record, TopicSpec
 from journal.kafka.journal import KafkaJournal
-from journal.settings import JournalSettings
+from journal.settings import JournalSettings, TopicSettings
 from journal.wire import messages as m
+from publisher.agent import PublisherAgent
+from publisher.api import create_app
+from publisher.distributed_events import EVENT_TYPE
 from subscriber.agent import SubscriberAgent
 from subscriber.store.delta import DeltaStore
 from tests import services
+from tests.publisher.conftest import AUTH, publisher_settings
+from tests.publisher.simulate import SimulatedSubscriber
 from tests.regions.mirror import (
     MIRROR_KINDS,
     MIRROR_TIMEOUT_S,
@@ -51,6 +58,8 @@ pytestmark = [
 # Records written to A's package topics and deleted (as retention would) before MirrorMaker
 # starts: B's copy then starts at A's offset EARLY, so the two logs' offsets differ by EARLY.
 EARLY = 3
+# Event ticks run every FAST_REFRESH_S in tests: this covers several.
+EVENT_SETTLE_S = 1.0
 # The replicator's lag in the blob test: long enough to see the blob missing in B first.
 BLOB_LAG_S = 3.0
 
@@ -63,6 +72,7 @@ class Regions:
     b: KafkaJournal
     raw: dict[str, str]  # kind -> topic of the raw-record checks (the same name on A and B)
     scd: dict[str, str]  # kind -> topic of the subscriber test
+    pub: dict[str, str]  # kind -> topic of the publisher test
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +80,7 @@ def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Regions]:
     workdir: Path = tmp_path_factory.mktemp("regions")
     prefix = services.unique_name("regions")
     raw, scd = services.unique_topics(f"{prefix}-raw"), services.unique_topics(f"{prefix}-scd")
+    pub = services.unique_topics(f"{prefix}-pub")
     with ExitStack() as stack:
         kafka_a, kafka_b = _two_brokers(stack)
         a = stack.enter_context(KafkaJournal(kafka_a.bootstrap))
@@ -79,17 +90,19 @@ def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Regions]:
         b.create_topics(specs)
         h.create_topics(a, journal_settings(kafka_a, scd))
         h.create_topics(b, journal_settings(kafka_b, scd))
-        for topic in (raw["package"], scd["package"]):
+        h.create_topics(a, journal_settings(kafka_a, pub))
+        h.create_topics(b, journal_settings(kafka_b, pub))
+        for topic in (raw["package"], scd["package"], pub["package"]):
             for i in range(EARLY):
                 a.send(topic, f"early-{i}".encode())
             delete_before(kafka_a.bootstrap, topic, EARLY)
         flows = [
-            Flow("ra", "rb", [t[k] for t in (raw, scd) for k in MIRROR_KINDS]),
-            Flow("rb", "ra", [t[k] for t in (raw, scd) for k in ("status", "discovery")]),
+            Flow("ra", "rb", [t[k] for t in (raw, scd, pub) for k in MIRROR_KINDS]),
+            Flow("rb", "ra", [t[k] for t in (raw, scd, pub) for k in ("status", "discovery")]),
         ]
         clusters = {"ra": kafka_a.bootstrap, "rb": kafka_b.bootstrap}
         stack.enter_context(mirror_maker(f"mm2-{prefix}", clusters, flows, workdir))
-        yield Regions(kafka_a, kafka_b, a, b, raw, scd)
+        yield Regions(kafka_a, kafka_b, a, b, raw, scd, pub)
 
 
 def _two_brokers(stack: ExitStack) -> tuple[KafkaService, KafkaService]:
@@ -231,3 +244,88 @@ def test_a_subscriber_and_a_clone_of_its_store_fail_over_to_b_by_sequence(
         fail_over(store, replicator)
         fail_over(clone, replicator)
         assert replicator.copied == {"packages/p6"}
+
+
+def test_the_publisher_places_a_subscriber_of_b_by_sequence_in_its_own_offsets(
+    regions: Regions, s3_service: S3Service, unique_name: str, tmp_path: Path
+) -> None:
+    """A publisher in A reads its own discovery and status topics and B's copies of them
+    (``rb.``). A subscriber on B's mirror of the package topic (offsets EARLY lower than A's)
+    announces its B offset and its sequence number; its queue at the publisher is the queue of
+    a subscriber on A at the same number, in A's offsets, and its failure lands on A's offset."""
+    js_a = journal_settings(regions.kafka_a, regions.pub)
+    settings = publisher_settings(
+        agent_name=unique_name,
+        leader_topic=f"{unique_name}.leader",
+        package_key_prefix=f"packages-{unique_name}",
+        remote_topic_prefixes=[on_a("")],
+    )
+    blobs = open_blob_store(h.blob_settings(s3_service, unique_name, tmp_path))
+    agent = PublisherAgent(settings, js_a, regions.a, blobs).start()
+    try:
+        client = TestClient(create_app(agent), headers=AUTH)
+        offsets = []  # on A, of the six packages
+        for i in range(6):
+            r = client.post("/distribute", json={"action": "DELETE", "paths": [f"/r/p{i}"]})
+            assert r.status_code == 200, r.text
+            offsets.append(r.json()["offset"])
+        assert offsets == list(range(EARLY, EARLY + 6))
+        copied = _read_until(regions.b, on_b(regions.pub["package"]), 6)
+        # The numbers continue above the EARLY records the log held (journal/sequence.py).
+        numbers = [cast(m.PackageMessage, m.decode(r.headers, r.value)).sequence for r in copied]
+        assert numbers == list(range(numbers[0], numbers[0] + 6))
+        on_b_copy = [r.offset for r in copied]
+        assert on_b_copy == [offset - EARLY for offset in offsets]
+        topics_b = TopicSettings.model_validate(regions.pub)
+        remote = SimulatedSubscriber(regions.b, topics_b, "in-b", pub_agent_name=unique_name)
+        local = SimulatedSubscriber(
+            regions.a, TopicSettings.model_validate(regions.pub), "in-a", pub_agent_name=unique_name
+        )
+        remote.announce(on_b_copy[1], sequence=numbers[1])
+        remote.failed(on_b_copy[3], sequence=numbers[3])
+        local.announce(offsets[1])
+
+        def queues() -> dict[str, dict[str, Any]] | None:
+            found = {q["name"]: q for q in client.get("/queues").json()}
+            wanted = (remote.queue_name, local.queue_name)
+            ready = all(n in found for n in wanted) and found[remote.queue_name]["errorQueueSize"]
+            return found if ready else None
+
+        found = wait_for(queues, MIRROR_TIMEOUT_S, "both subscribers' queues at the publisher")
+        b, a = found[remote.queue_name], found[local.queue_name]
+        for key in ("size", "headOffset", "processedOffset", "state"):
+            assert b[key] == a[key], key
+        assert (b["size"], b["headOffset"], b["processedOffset"]) == (4, offsets[2], offsets[1])
+        errors = client.get(f"/queues/{remote.queue_name}/errors").json()
+        assert [item["offset"] for item in errors["items"]] == [offsets[3]]
+        subscribers = {s["queueName"]: s for s in client.get("/subscribers").json()}
+        assert subscribers[remote.queue_name]["remote"] is True
+        assert subscribers[local.queue_name]["remote"] is False
+
+        # Both at the end: one event per package after the start point (both were at the
+        # second package when events started), none for B's copy of it.
+        remote.announce(on_b_copy[5], sequence=numbers[5])
+        local.announce(offsets[5])
+        wait_for(
+            lambda: len(_events(regions.a, regions.pub["event"])) >= 4,
+            MIRROR_TIMEOUT_S,
+            "the distributed events",
+        )
+        time.sleep(EVENT_SETTLE_S)  # several event ticks more: nothing else is sent
+        assert _events(regions.a, regions.pub["event"]) == offsets[2:]
+    finally:
+        agent.stop()
+        blobs.close()
+
+
+def _events(journal: KafkaJournal, topic: str) -> list[int]:
+    """Offsets of the packages the distributed events on ``topic`` name, in order."""
+    out: list[int] = []
+    with journal.consumer(topic, Position.earliest()) as consumer:
+        while records := consumer.poll(0.5):
+            out += [
+                json.loads(r.value)["offset"]
+                for r in records
+                if r.headers.get(m.TYPE_HEADER) == EVENT_TYPE
+            ]
+    return out
