@@ -59,10 +59,12 @@ class FailureReporter:
         *,
         attempt: int | None = None,
         committed: bool = False,
+        sequence: int = 0,
     ) -> None:
         """``attempt`` None: a permanent failure, never retried; ``committed``: a failure after
         the package's commit (a post import hook), neither retried nor discarded: the package
-        stays imported."""
+        stays imported. ``sequence``: the package's number (0: unknown), which places the
+        failure at a publisher reading it from another region's copy (docs/regions.md)."""
         what = "permanent" if attempt is None else f"attempt {attempt}"
         if committed:
             what = "after commit"
@@ -88,6 +90,7 @@ class FailureReporter:
                     stacktrace="".join(traceback.format_exception(cause))[-MAX_STACKTRACE_CHARS:],
                     offset=offset,
                     pkg_id=pkg_id,
+                    sequence=sequence,
                 )
             )
         except JournalError as exc:

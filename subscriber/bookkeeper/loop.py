@@ -441,7 +441,12 @@ class ImportLoop:
             )
             for failure in self.hooks.post(package, result):
                 self.reporter.report(
-                    unit.offset, unit.pub_agent, unit.pkg_id, failure, committed=True
+                    unit.offset,
+                    unit.pub_agent,
+                    unit.pkg_id,
+                    failure,
+                    committed=True,
+                    sequence=unit.sequence,
                 )
 
     def _advance(self, changes: ChangeSet) -> None:
@@ -462,7 +467,8 @@ class ImportLoop:
         message = self.decoder.decode(record).package_message
         agent = message.pub_agent_name if message else self.settings.pub_agents[0]
         pkg_id = message.pkg_id if message else ""
-        self.retries.retry(record.offset, agent, pkg_id, cause, attempt)
+        sequence = message.sequence if message else 0
+        self.retries.retry(record.offset, agent, pkg_id, cause, attempt, sequence)
 
     def _retry_unit(self, unit: Unit, cause: BaseException) -> None:
         def attempt() -> None:
@@ -470,7 +476,7 @@ class ImportLoop:
             changes.add(unit)
             self._commit(changes)
 
-        self.retries.retry(unit.offset, unit.pub_agent, unit.pkg_id, cause, attempt)
+        self.retries.retry(unit.offset, unit.pub_agent, unit.pkg_id, cause, attempt, unit.sequence)
 
     def _skip(self, offset: int, agent: str, status: int | None) -> None:
         changes = self.store.begin()

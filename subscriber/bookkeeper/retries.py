@@ -91,6 +91,7 @@ class Retries:
         pkg_id: str,
         cause: BaseException,
         attempt: Callable[[], None],
+        sequence: int = 0,
     ) -> None:
         """Retry until the package imports, is given up, cleared, or the agent stops."""
         attempts = 0
@@ -99,7 +100,9 @@ class Retries:
             self._set_attempts(attempts)
             self.failed_attempts += 1
             self.metrics.import_failed(retriable=True)
-            self.reporter.report(offset, pub_agent, pkg_id, cause, attempt=attempts)
+            self.reporter.report(
+                offset, pub_agent, pkg_id, cause, attempt=attempts, sequence=sequence
+            )
             if self.policy.gives_up(attempts):
                 log.error(
                     "giving up on offset %d of %s after %d attempts", offset, pub_agent, attempts

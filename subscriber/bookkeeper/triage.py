@@ -85,7 +85,7 @@ class Triage:
             return Unit(
                 offset, agent, message.pkg_id, message.req_type, None, status, created, number
             )
-        if decoded.permanent:
+        if decoded.permanent:  # maybe forged (unverified): its number is neither applied nor sent
             return self._failed_permanently(offset, agent, message.pkg_id, decoded.error)
         if decoded.error is not None:
             raise decoded.error
@@ -116,5 +116,5 @@ class Triage:
         assert error is not None
         self.counters.permanent_failures += 1
         self.metrics.import_failed(retriable=False)
-        self.reporter.report(offset, agent, pkg_id, error)
+        self.reporter.report(offset, agent, pkg_id, error, sequence=number)
         return Unit(offset, agent, pkg_id, m.ReqType.TEST, None, m.Status.REMOVED_FAILED, 0, number)

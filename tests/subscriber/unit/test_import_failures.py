@@ -203,6 +203,24 @@ def test_max_retries_gives_up_a_transient_failure_as_removed_failed(local_env: E
     assert h.statuses(env.journal, env.js) == {stuck: "REMOVED_FAILED"}
 
 
+def test_announcements_and_failure_reports_carry_the_sequence_numbers(local_env: Env) -> None:
+    """The numbers a publisher reading them from another region's copy places them by
+    (docs/regions.md): the last applied per agent, and the failed package's."""
+    env = local_env
+    first = env.send(good("n1", "/n1"), sequence=1)
+    agent = env.memory_agent(max_retries=0, retry_initial_s=0.01, retry_max_s=0.02)
+    (state,) = agent.announcer.message().subscriber_state
+    assert state.sequence == 0  # nothing applied yet
+    h.drive(agent, lambda: agent.processed_offset >= first, timeout_s=30)
+    (state,) = agent.announcer.message().subscriber_state
+    assert (state.pub_agent_name, state.offset, state.sequence) == (h.PUB, first, 1)
+    stuck = env.send(good("n2", "/n2"), blobs=env.blobs, sequence=2)
+    env.blobs.delete("packages/n2")
+    h.drive(agent, lambda: agent.processed_offset >= stuck, timeout_s=30)
+    (attempt,) = [x for x in h.log_messages(env.journal, env.js) if x.offset == stuck]
+    assert attempt.sequence == 2
+
+
 def failure_events_on(journal: Journal, topic: str) -> list[failure_events.FailureEvent]:
     """Every failure event on the event topic, in the order of one partition (all of a
     subscriber's are keyed alike)."""
