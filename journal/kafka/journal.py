@@ -84,9 +84,6 @@ STALE_METADATA_CODES = frozenset(
 # Backoff between offset queries answered from stale metadata.
 STALE_RETRY_FIRST_S = 0.1
 STALE_RETRY_MAX_S = 1.0
-# How often a sender waiting for its acknowledgement checks whether the one serving the
-# delivery reports left (then it serves them): bounds the hand-over gap.
-ACK_HANDOVER_S = 0.01
 # Beyond send_timeout_s, how long a synchronous send waits for librdkafka's own timeout
 # report: delivery-report latency only.
 ACK_MARGIN_S = 1.0
@@ -118,6 +115,8 @@ class KafkaJournal(Journal):
         self._producer: Producer | None = None
         self._producer_lock = threading.Lock()
         self._serving = threading.Lock()  # held by the sender serving delivery reports
+        self._waiting: set[_KafkaPending] = set()  # senders in finish_send
+        self._waiting_lock = threading.Lock()
         self._admin: AdminClient | None = None
         self._meta: RdConsumer | None = None
         self._meta_lock = threading.Lock()
@@ -316,39 +315,60 @@ class KafkaJournal(Journal):
         return pending
 
     def finish_send(self, pending: PendingSend) -> int:
-        producer = self.producer
+        if not isinstance(pending, _KafkaPending):
+            raise TypeError("finish_send takes a PendingSend of this journal's start_send")
         # librdkafka fails the record itself after message.timeout.ms; the margin only covers
         # delivery-report latency.
         timeout_at = pending.deadline
         if timeout_at is None:  # send_async: the send timeout counts from now
             timeout_at = time.monotonic() + self.send_timeout_s
         deadline = timeout_at + ACK_MARGIN_S
-        if not isinstance(pending, _KafkaPending):
-            raise TypeError("finish_send takes a PendingSend of this journal's start_send")
         pending.acked = threading.Event()
-        while not pending.done:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                pending.error = JournalUnavailable(
-                    f"no acknowledgement from Kafka at {self.bootstrap_servers} within "
-                    f"{self.send_timeout_s} s (the record may still reach the log)"
-                )
-                break
-            # One waiter serves the delivery reports of all: flush() returns only once every
-            # queued record is done, so concurrent flushes would hold each sender until the
-            # others' records are acknowledged too. The others wake on their own report, or
-            # take over when the server left.
-            if self._serving.acquire(blocking=False):
-                try:
-                    # flush() sends at once instead of waiting out linger.ms: a synchronous
-                    # send pays only the broker round trip, while bulk send_async() traffic
-                    # still batches.
-                    producer.flush(min(remaining, ACK_POLL_S))
-                finally:
-                    self._serving.release()
-            else:
-                pending.acked.wait(min(remaining, ACK_HANDOVER_S))
+        with self._waiting_lock:
+            self._waiting.add(pending)
+        served = False
+        try:
+            while not pending.done:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    pending.error = JournalUnavailable(
+                        f"no acknowledgement from Kafka at {self.bootstrap_servers} within "
+                        f"{self.send_timeout_s} s (the record may still reach the log)"
+                    )
+                    break
+                served = self._serve(min(remaining, ACK_POLL_S))
+                if not served:
+                    pending.acked.wait(min(remaining, ACK_POLL_S))
+                    pending.acked.clear()  # set by a hand-over: serve if nobody does
+        finally:
+            with self._waiting_lock:
+                self._waiting.discard(pending)
+                if served:
+                    self._hand_over()
         return pending.result()
+
+    def _serve(self, timeout_s: float) -> bool:
+        """Serve the delivery reports of every sender for up to ``timeout_s``, unless another
+        sender does: False then. One serves, the others wait for their own report (the callback
+        wakes them): flush() returns only once the whole queue is done, so concurrent flushes
+        held each sender until every other's record was acknowledged too."""
+        if not self._serving.acquire(blocking=False):
+            return False
+        try:
+            # flush() sends at once instead of waiting out linger.ms: a synchronous send pays
+            # only the broker round trip, while bulk send_async() traffic still batches.
+            self.producer.flush(timeout_s)
+        finally:
+            self._serving.release()
+        return True
+
+    def _hand_over(self) -> None:
+        """The serving sender leaves: wake one still waiting, to serve from now on. (A sender
+        that came later finds the serving lock free, as it waits after trying it.)"""
+        for other in self._waiting:
+            if not other.done and other.acked is not None:
+                other.acked.set()
+                return
 
     def flush(self, timeout_s: float | None = None) -> None:
         if self._producer is None:

@@ -7,8 +7,10 @@ A backend's test module subclasses ``JournalContract`` and provides the fixtures
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from google.protobuf.message import Message
@@ -76,6 +78,31 @@ class JournalContract:
         assert all(p.done for p in pending)
         assert sorted(p.result() for p in pending) == list(range(50))
         assert journal.latest_offset(topic) == 50
+
+    def test_concurrent_sends_each_get_their_own_offset_in_queueing_order(
+        self, journal: Journal, new_topic: NewTopic
+    ) -> None:
+        topic = new_topic()
+        lock = threading.Lock()  # queue under a lock, wait outside it, as Sequencer does
+        logged: dict[int, bytes] = {}
+
+        def sender(worker: int) -> list[int]:
+            offsets = []
+            for i in range(25):
+                value = f"{worker}:{i}".encode()
+                with lock:
+                    pending = journal.start_send(topic, value)
+                offset = journal.finish_send(pending)
+                logged[offset] = value
+                offsets.append(offset)
+            return offsets
+
+        with ThreadPoolExecutor(8) as pool:
+            per_worker = list(pool.map(sender, range(8)))
+        assert sorted(logged) == list(range(200))
+        assert all(offsets == sorted(offsets) for offsets in per_worker)
+        records = read_all(journal, topic, Position.earliest(), 200)
+        assert {r.offset: r.value for r in records} == logged
 
     def test_record_info_round_trips(self, journal: Journal, new_topic: NewTopic) -> None:
         topic = new_topic()
