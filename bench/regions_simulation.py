@@ -9,8 +9,13 @@ DiscoveryMessage and one PackageStatusMessage (REMOVED_FAILED: the only status t
 keeps, so the upper bound of the status path); the publisher decodes and handles them, then
 computes every queue (state, size, head, lag) over a cache of ``--entries`` packages.
 
-Positions are given in the publisher's own offsets, as the publisher must hold them whatever
-the region (docs/regions.md); translating a remote position is not part of this measurement.
+Subscribers of the publisher's own region announce offsets of its log. Those of the other
+regions announce what a subscriber on a mirror does: offsets of their copy (shifted by
+``COPY_SHIFT``) and the sequence number of the last package applied, read as from a mirrored
+discovery topic; their statuses carry the package's number too. The publisher maps the numbers
+to its own offsets (publisher/queues/positions.py): that mapping is part of the measurement, and
+``remote_positions_right`` checks every remote queue's processed offset against the offset the
+subscriber's number stands for.
 
 Prints one JSON document: per subscriber count, the publisher's CPU per round and as a share of
 one core, the queue computation time, the memory the view and error queues hold
@@ -54,6 +59,7 @@ from publisher.discovery import DiscoveryView
 from publisher.metrics import PublisherMetrics
 from publisher.queues.cache import QueueCache
 from publisher.queues.error_queues import ErrorQueues
+from publisher.queues.positions import package_offset
 from publisher.queues.views import Queues
 
 AGENT = "publish"
@@ -63,6 +69,8 @@ DISCOVERY_TTL_S = 30.0
 # How far behind each remote region's mirror delivers (region 0 is the publisher's own): a
 # second for a neighbour, five across an ocean, both well inside the TTL.
 MIRROR_DELAY_MS = (0, 1000, 5000)
+# A mirror's offsets differ from the publisher's log by this (MirrorMaker's duplicates).
+COPY_SHIFT = 37
 DEFAULT_ENTRIES = 10_000
 DEFAULT_ROUNDS = 20
 BLOCKED_AFTER_ATTEMPTS = 3
@@ -85,23 +93,24 @@ def fill_journal(journal: SqliteJournal, topic: str, entries: int) -> None:
             created_ms=1_700_000_000_000 + i,
         )
         message.paths.append(f"/content/site/page-{i}")
+        message.sequence = i + 1  # the package at offset i, as journal/sequence.py numbers it
         sender.send_async(message)
     journal.flush()
 
 
-def announcement(i: int, offset: int) -> tuple[bytes, dict[str, str]]:
+def announcement(i: int, offset: int, sequence: int = 0) -> tuple[bytes, dict[str, str]]:
     message = DiscoveryMessage(
         sub_sling_id=f"sub-{i:04d}",
         sub_agent_name="subscriber",
         subscriber_configuration=SubscriberConfiguration(editable=True, max_retries=-1),
     )
     message.subscriber_state.append(
-        SubscriberState(pub_agent_name=AGENT, offset=offset, retries=i % 4)
+        SubscriberState(pub_agent_name=AGENT, offset=offset, retries=i % 4, sequence=sequence)
     )
     return encode(message)
 
 
-def status(i: int, offset: int) -> tuple[bytes, dict[str, str]]:
+def status(i: int, offset: int, sequence: int = 0) -> tuple[bytes, dict[str, str]]:
     return encode(
         PackageStatusMessage(
             sub_sling_id=f"sub-{i:04d}",
@@ -109,6 +118,7 @@ def status(i: int, offset: int) -> tuple[bytes, dict[str, str]]:
             pub_agent_name=AGENT,
             offset=offset,
             status=Status.REMOVED_FAILED,
+            sequence=sequence,
         )
     )
 
@@ -122,7 +132,7 @@ def simulate(
     view = DiscoveryView(
         DISCOVERY_TTL_S, clock_ms=lambda: clock["now"], max_subscribers=max(1000, subscribers)
     )
-    errors = ErrorQueues(AGENT)
+    errors = ErrorQueues(AGENT, locate=lambda number: package_offset(cache, number))
     queues = Queues(
         cache,
         view,
@@ -144,16 +154,26 @@ def simulate(
         clock["now"] += int(ANNOUNCE_INTERVAL_S * 1000)
         # Encoded outside the measurement: the subscribers' work, not the publisher's.
         batch = []
+        expected = {}  # remote queue -> the publisher's offset its number stands for
         for i in range(subscribers):
             offset = (entries - 1 - (i * 7 + n) % entries) if i % 5 else entries - 1
             timestamp = clock["now"] - delays[i % regions]
-            batch.append((announcement(i, offset), status(i, max(0, offset - 1)), timestamp))
+            failed = max(0, offset - 1)
+            if i % regions:  # a mirror: the copy's offsets, and the numbers (offset + 1)
+                expected[f"sub-{i:04d}-subscriber"] = offset
+                d = announcement(i, offset + COPY_SHIFT, offset + 1)
+                s = status(i, failed + COPY_SHIFT, failed + 1)
+            else:
+                d, s = announcement(i, offset), status(i, failed)
+            batch.append((d, s, timestamp, bool(i % regions)))
         started = time.process_time()
-        for (d_value, d_headers), (s_value, s_headers), timestamp in batch:
+        for (d_value, d_headers), (s_value, s_headers), timestamp, remote in batch:
             record = Record("discovery", 0, 0, timestamp, None, d_headers, d_value)
-            view.handle(decode(d_headers, d_value), record)  # type: ignore[arg-type]
+            announce = view.handle_remote if remote else view.handle
+            announce(decode(d_headers, d_value), record)  # type: ignore[arg-type]
             record = Record("status", 0, 0, timestamp, None, s_headers, s_value)
-            errors.handle_status(decode(s_headers, s_value), record)  # type: ignore[arg-type]
+            report = errors.handle_remote_status if remote else errors.handle_status
+            report(decode(s_headers, s_value), record)  # type: ignore[arg-type]
         view.refresh()
         handle_cpu.append(time.process_time() - started)
         started = time.process_time()
@@ -167,6 +187,10 @@ def simulate(
         "subscribers": subscribers,
         "regions": regions,
         "alive_seen": len(summaries),
+        "remote_positions_right": all(
+            s.processed_offset == expected[s.name] for s in summaries if s.name in expected
+        )
+        and len(expected) == sum(s.subscriber.remote for s in summaries),
         "queued_items": sum(s.size for s in summaries),
         "error_queue_items": sum(s.error_queue_size for s in summaries),
         "discovery_and_status_cpu_ms_per_round": round(statistics.median(handle_cpu) * 1000, 2),
