@@ -14,6 +14,10 @@ recently announced one (counted in ``scd_discovery_dropped_total``, logged at mo
 so announcements under any number of forged instance ids cost bounded memory. A real
 subscriber dropped that way comes back with its next announcement (every 10 s). Announcements
 with out-of-range fields are bad records (publisher/bad_records.py).
+
+Announcements read from another region's copy of the discovery topic (``handle_remote``) mark
+the subscriber remote: its offsets are the copy's, and its queue is placed by the sequence
+numbers it announces (publisher/queues/positions.py).
 """
 
 from __future__ import annotations

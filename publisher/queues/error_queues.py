@@ -12,6 +12,11 @@ Bounded whatever the status topic holds: at most ``max_subscribers`` subscribers
 recently reported about are dropped), ``MAX_FAILED_PER_SUBSCRIBER`` failed offsets each (the
 lowest dropped), and errors within a per-subscriber and a global count and text budget (the
 oldest dropped). Drops are counted in ``scd_error_queues_dropped_total{kind}``.
+
+Reports read from another region's copy of the status topic (docs/regions.md) name offsets of
+that copy: one that carries the package's sequence number is placed at that package's offset on
+the publisher's log (``locate``); a number not on the retained log is a bad record. One without
+a number keeps the copy's offset.
 """
 
 from __future__ import annotations
