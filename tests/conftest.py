@@ -21,7 +21,7 @@ LONGEST_MODULES = (
     "tests/deploy/test_cluster.py",
     "tests/subscriber/integration/test_agent.py",
     "tests/subscriber/integration/test_current_tree.py",
-    "tests/e2e/test_failure_events_and_aggregated_queues.py",
+    "tests/e2e/test_operator_features.py",
     "tests/regions/test_regions.py",
     "tests/subscriber/integration/test_delta_store_contract.py",
     "tests/subscriber/integration/test_maintenance.py",
