@@ -16,7 +16,8 @@ running, unpaused and caught up.
    imports what it missed exactly once (its Delta log, its post hook calls).
 4. The staged subscriber imports a package only after its canary did: while the canary is held
    its queue shows WAITING_FOR_CANARY naming it; the canary's Delta commit of the package
-   precedes the staged one's.
+   precedes the staged one's. A package the canary's hook refuses for good is held by the
+   staged subscriber (CANARY_FAILED) until the operator resumes it: then it is imported.
 5. The invalidation hook reports an INVALIDATE package's paths on every subscriber before the
    package's Delta commit, the post hook after it, and the hooks' metrics count the calls.
 """
@@ -461,6 +462,53 @@ def test_the_staged_subscriber_imports_after_its_canary(cluster: Cluster) -> Non
     staged_at = [t for t, p in committed_packages(staged.store) if p == pkg_id]
     assert len(canary_at) == len(staged_at) == 1
     assert canary_at[0] < staged_at[0]
+
+
+def hook_failures(subscriber: Subscriber) -> float:
+    """The subscriber's permanent failures of the recording hook's pre phase (its /metrics)."""
+    text = httpx.get(f"{subscriber.url}/metrics", timeout=10.0).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "scd_import_hook_failures_total"
+        and sample.labels["hook"] == recording_hook.ENTRY_POINT
+        and (sample.labels["phase"], sample.labels["error_class"]) == ("pre", "permanent")
+    )
+
+
+def test_a_package_that_failed_the_canary_is_held_until_resumed(cluster: Cluster) -> None:
+    start = cluster.latest_offset() - 1
+    wait_for(lambda: drained(cluster, start), CONVERGE_TIMEOUT_S, "queues drained")
+    canary, staged = cluster.subscribers[CANARY.name], cluster.subscribers[STAGED.name]
+    other = cluster.subscribers[EDITABLE_2.name]
+    failures = hook_failures(canary)
+    # The canary's hook refuses this package for good: it gives it up (REMOVED_FAILED).
+    offset = distribute(cluster, recording_hook.REFUSED_BY + CANARY.name)
+    (pkg_id,) = package_ids(cluster, [offset])
+    wait_for(lambda: processed(other) >= offset, CONVERGE_TIMEOUT_S, "the others to import it")
+    health = wait_for(
+        lambda: (h := staged.health()) is not None and h["state"] == "CANARY_FAILED" and h,
+        CONVERGE_TIMEOUT_S,
+        "the staged subscriber to hold the package the canary failed",
+    )
+    assert health["canaryWait"] == {"offset": offset, "pending": [], "failed": [CANARY.name]}
+    wait_for(
+        lambda: queues(cluster)[ALL_QUEUE]["state"] == "CANARY_FAILED",
+        STATE_TIMEOUT_S,
+        "the publisher to show the hold",
+    )
+    assert processed(canary) >= offset  # it went on past the package it gave up
+    assert pkg_id not in {p for _, p in committed_packages(canary.store)}
+    assert hook_failures(canary) == failures + 1
+    assert processed(staged) < offset
+
+    # The operator's resume releases the package: the staged subscriber imports it anyway.
+    answer = cluster.http.post(f"/queues/{queue_of(cluster, STAGED)}/resume")
+    assert answer.status_code == 200, answer.text
+    wait_for(lambda: drained(cluster, offset), CONVERGE_TIMEOUT_S, "queues drained")
+    assert "CANARY_FAILED" not in held_states(cluster)
+    assert [p for _, p in committed_packages(staged.store)].count(pkg_id) == 1
 
 
 def hook_calls(subscriber: Subscriber) -> dict[tuple[str, str, str], float]:
