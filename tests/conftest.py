@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -9,6 +10,13 @@ import pytest
 
 from tests import services
 from tests.services import KafkaService, S3Service
+
+# Every JVM the tests start (the Spark drivers of the test process and of the daemons and CLIs
+# it runs, test brokers) compiles with C1 alone: a short-lived JVM on two shared cores spends
+# much of its start in the C2 compiler, and a Spark driver's start and first jobs take about
+# half as long without it (store open ~20 s instead of ~50 s under CI's load). Behaviour does
+# not depend on the JIT. A value the caller set wins.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 # Modules that take minutes on CI's 2-core machine, longest first (measured with pytest's
 # --durations). On several workers (CI: pytest-xdist, a module per worker, in collection order)

@@ -89,7 +89,6 @@ MAX_FAILED_ATTEMPTS = 50
 # A run that ends on its own (the daemon exits when Kafka is down at its start) is restarted
 # after the outage, at most this many times.
 MAX_OUTAGE_RESTARTS = 10
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 # The last run only has to finish the stream: larger batches get there sooner.
 FINAL_BATCH_MAX = 200
 
@@ -213,10 +212,6 @@ def child_env(env: Env, store: Path, *, broken: bool, batch_max: int) -> dict[st
             "PYTHONPATH": str(REPO_ROOT),
             "PYTHONUNBUFFERED": "1",
             "SPARK_LOCAL_IP": "127.0.0.1",
-            # Each restart pays a cold JVM; the C1 compiler alone warms Spark up faster on a
-            # small machine (store open ~20 s instead of ~50 s here), which is what the kill
-            # loop spends its time on. Crash behaviour does not depend on the JIT.
-            "JAVA_TOOL_OPTIONS": JVM_OPTIONS,
             "SCD_TEST_BROKEN_COMMIT": "1" if broken else "0",
         }
     )
