@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +27,7 @@ from journal.settings import JournalSettings, TopicSettings
 from journal.wire import messages as m
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from publisher.distributed_events import EVENT_TYPE
+from publisher.distributed_events import EVENT_TYPE, START_TYPE
 from subscriber.agent import SubscriberAgent
 from subscriber.store.delta import DeltaStore
 from tests import services
@@ -60,6 +61,8 @@ pytestmark = [
 EARLY = 3
 # Event ticks run every FAST_REFRESH_S in tests: this covers several.
 EVENT_SETTLE_S = 1.0
+# The simulated subscribers announce this often (real ones: every 10 s).
+ANNOUNCE_EVERY_S = 1.0
 # The replicator's lag in the blob test: long enough to see the blob missing in B first.
 BLOB_LAG_S = 3.0
 
@@ -262,6 +265,7 @@ def test_the_publisher_places_a_subscriber_of_b_by_sequence_in_its_own_offsets(
     )
     blobs = open_blob_store(h.blob_settings(s3_service, unique_name, tmp_path))
     agent = PublisherAgent(settings, js_a, regions.a, blobs).start()
+    stop = threading.Event()  # the simulated subscribers' announcements
     try:
         client = TestClient(create_app(agent), headers=AUTH)
         offsets = []  # on A, of the six packages
@@ -281,9 +285,20 @@ def test_the_publisher_places_a_subscriber_of_b_by_sequence_in_its_own_offsets(
         local = SimulatedSubscriber(
             regions.a, TopicSettings.model_validate(regions.pub), "in-a", pub_agent_name=unique_name
         )
-        remote.announce(on_b_copy[1], sequence=numbers[1])
+        at = {"n": 1}  # both subscribers' position: the index of the last package applied
+
+        def announce() -> None:
+            # As subscribers do (every 10 s there): alive past the discovery TTL however slow
+            # the event writer's first start is on a fresh broker.
+            while True:
+                remote.announce(on_b_copy[at["n"]], sequence=numbers[at["n"]])
+                local.announce(offsets[at["n"]])
+                if stop.wait(ANNOUNCE_EVERY_S):
+                    return
+
+        announcer = threading.Thread(target=announce, name="announcer", daemon=True)
+        announcer.start()
         remote.failed(on_b_copy[3], sequence=numbers[3])
-        local.announce(offsets[1])
 
         def queues() -> dict[str, dict[str, Any]] | None:
             found = {q["name"]: q for q in client.get("/queues").json()}
@@ -302,30 +317,39 @@ def test_the_publisher_places_a_subscriber_of_b_by_sequence_in_its_own_offsets(
         assert subscribers[remote.queue_name]["remote"] is True
         assert subscribers[local.queue_name]["remote"] is False
 
-        # Both at the end: one event per package after the start point (both were at the
-        # second package when events started), none for B's copy of it.
-        remote.announce(on_b_copy[5], sequence=numbers[5])
-        local.announce(offsets[5])
-        wait_for(
-            lambda: len(_events(regions.a, regions.pub["event"])) >= 4,
-            MIRROR_TIMEOUT_S,
-            "the distributed events",
-        )
+        # Events start after where both are (the leader's first tick records it); at the end,
+        # one event per package after it, none for B's copy.
+        event_topic = regions.pub["event"]
+        assert _events(regions.a, event_topic, 1, START_TYPE, "startAfter") == [offsets[1]]
+        at["n"] = 5
+        assert _events(regions.a, event_topic, 4) == offsets[2:]
         time.sleep(EVENT_SETTLE_S)  # several event ticks more: nothing else is sent
-        assert _events(regions.a, regions.pub["event"]) == offsets[2:]
+        assert _events(regions.a, event_topic, 4) == offsets[2:]
     finally:
+        stop.set()
         agent.stop()
         blobs.close()
 
 
-def _events(journal: KafkaJournal, topic: str) -> list[int]:
-    """Offsets of the packages the distributed events on ``topic`` name, in order."""
+def _events(
+    journal: KafkaJournal,
+    topic: str,
+    at_least: int,
+    type_name: str = EVENT_TYPE,
+    field: str = "offset",
+) -> list[int]:
+    """The offsets the records of ``type_name`` on the event topic name (``field``), in order:
+    read until there are ``at_least`` and a poll finds nothing more."""
+    deadline = time.monotonic() + MIRROR_TIMEOUT_S
     out: list[int] = []
     with journal.consumer(topic, Position.earliest()) as consumer:
-        while records := consumer.poll(0.5):
+        while True:
+            records = consumer.poll(0.5)
             out += [
-                json.loads(r.value)["offset"]
+                json.loads(r.value)[field]
                 for r in records
-                if r.headers.get(m.TYPE_HEADER) == EVENT_TYPE
+                if r.headers.get(m.TYPE_HEADER) == type_name
             ]
-    return out
+            if not records and len(out) >= at_least:
+                return out
+            assert time.monotonic() < deadline, f"{topic}: {len(out)} events, not {at_least}"
