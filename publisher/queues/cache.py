@@ -272,14 +272,21 @@ class QueueCache:
         with self._lock:
             return sum(len(s) for s in self._segments)
 
-    def count_after(self, offset: int) -> int:
+    def count_after(self, offset: int, upto: int | None = None) -> int:
+        """Entries after ``offset`` (and at or before ``upto``: a bound read once from
+        ``next_offset`` keeps the queues of one answer on one log end while the tail grows)."""
         with self._lock:
-            return sum(len(segment) - start for segment, start in self._after(offset))
+            return sum(
+                max(0, _end(segment, upto) - start) for segment, start in self._after(offset)
+            )
 
-    def head_after(self, offset: int) -> tuple[int, int] | None:
-        """(offset, created ms) of the first entry after ``offset``, without decoding it."""
+    def head_after(self, offset: int, upto: int | None = None) -> tuple[int, int] | None:
+        """(offset, created ms) of the first entry after ``offset`` (and at or before
+        ``upto``), without decoding it."""
         with self._lock:
             for segment, start in self._after(offset):
+                if start >= _end(segment, upto):
+                    return None
                 return segment.offset_at(start), segment.created_at(start)
         return None
 
@@ -392,6 +399,11 @@ def _check(message: PackageMessage) -> None:
                 raise BadRecord(
                     f"{what} has a path of {len(path)} characters (1..{MAX_PATH_CHARS})"
                 )
+
+
+def _end(segment: EntrySegment, upto: int | None) -> int:
+    """Index after the segment's last entry at or before ``upto`` (None: no bound)."""
+    return len(segment) if upto is None else segment.index_after(upto)
 
 
 def _append(segment: EntrySegment, offset: int, message: PackageMessage) -> None:

@@ -159,7 +159,8 @@ class Queues:
         offsets = [o for s in subscribers if (o := self.processed_offset(s)) is not None]
         if offsets:
             self.cache.ensure(min(offsets) + 1)
-        return len(alive), [self._summary(s) for s in subscribers]
+        upto = self.cache.next_offset - 1  # one log end for every queue of the answer
+        return len(alive), [self._summary(s, upto) for s in subscribers]
 
     def aggregated_names(self) -> list[str]:
         """The aggregated queues that have members now, by name."""
@@ -186,10 +187,11 @@ class Queues:
         processed = min(offsets) if offsets else None
         if processed is not None:
             self.cache.ensure(processed + 1)
-        summaries = [self._summary(s) for s in members]
+        upto = self.cache.next_offset - 1
+        summaries = [self._summary(s, upto) for s in members]
         behind = [x for x in summaries if x.processed_offset is not None]
         lowest = [x for x in behind if x.processed_offset == processed]
-        head = self.cache.head_after(processed) if processed is not None else None
+        head = self.cache.head_after(processed, upto) if processed is not None else None
         states = {x.state for x in summaries}
         held = [s for s in HELD_STATES if s in states]
         state = held[0] if held else QueueState.IDLE if head is None else QueueState.RUNNING
@@ -204,7 +206,7 @@ class Queues:
             ),
             processed_offset=processed,
             state=state,
-            size=self.cache.count_after(processed) if processed is not None else 0,
+            size=self.cache.count_after(processed, upto) if processed is not None else 0,
             head_offset=head[0] if head is not None else None,
             head_attempts=max((x.head_attempts for x in lowest), default=0),
             lag_ms=max(0, self.clock_ms() - head[1]) if head is not None else 0,
@@ -219,14 +221,16 @@ class Queues:
         processed = self.processed_offset(subscriber)
         if processed is not None:
             self.cache.ensure(processed + 1)
-        return self._summary(subscriber)
+        return self._summary(subscriber, self.cache.next_offset - 1)
 
-    def _summary(self, subscriber: Subscriber) -> QueueSummary:
+    def _summary(self, subscriber: Subscriber, upto: int) -> QueueSummary:
+        """The subscriber's queue up to the log end ``upto`` (the packages the cache read by
+        the time the answer began)."""
         name = subscriber.queue_name
         state = subscriber.states.get(self.agent_name)
         processed = self.processed_offset(subscriber)
         error_size = self.errors.size(name)
-        head = self.cache.head_after(processed) if processed is not None else None
+        head = self.cache.head_after(processed, upto) if processed is not None else None
         if state is None or processed is None or head is None:
             return QueueSummary(
                 name,
@@ -250,7 +254,7 @@ class Queues:
             subscriber=subscriber,
             processed_offset=processed,
             state=queue_state,
-            size=self.cache.count_after(processed),
+            size=self.cache.count_after(processed, upto),
             head_offset=head[0],
             head_attempts=attempts,
             lag_ms=max(0, self.clock_ms() - head[1]),

@@ -138,3 +138,20 @@ def test_memory_per_cached_entry() -> None:
     tracemalloc.stop()
     per_entry = used / count
     assert per_entry <= MAX_BYTES_PER_ENTRY, per_entry
+
+
+def test_counts_and_heads_stop_at_a_log_end_read_once(journal: SqliteJournal, topic: str) -> None:
+    cache = new_cache(journal, topic)
+    cache.open()
+    first = put_packages(journal, 3)
+    drain(cache)
+    upto = cache.next_offset - 1
+    later = put_packages(journal, 2)  # the tail grows while an answer is computed
+    drain(cache)
+    assert cache.count_after(first[0], upto) == 2
+    assert cache.count_after(first[0]) == 4
+    assert cache.head_after(first[2], upto) is None
+    head = cache.head_after(first[2])
+    assert head is not None
+    assert head[0] == later[0]
+    assert cache.count_after(later[-1], upto) == 0

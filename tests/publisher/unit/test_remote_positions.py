@@ -23,7 +23,7 @@ from journal.wire.messages import (
     SubscriberState,
 )
 from publisher.bad_records import BadRecord
-from publisher.discovery import DiscoveryView
+from publisher.discovery import DiscoveryView, Subscriber
 from publisher.distributed_events import DistributedEvents
 from publisher.metrics import PublisherMetrics
 from publisher.queues.cache import QueueCache
@@ -315,3 +315,28 @@ def test_the_mapping_survives_a_recycle_and_a_later_head_fetch(region: Region) -
     assert summary.processed_offset == region.offsets[2]
     assert summary.size == 7  # 3, 5, 6, 7, 9, 10, 11
     assert region.cache.numbers() == (1, 11)
+
+
+def test_one_answer_shows_every_queue_on_one_log_end_while_the_tail_grows(
+    region: Region, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, number in (("a", 2), ("b", 6), ("c", 10)):
+        region.announce(name, region.offsets[number], 0, remote=False)
+    grown: list[int] = []
+    summary = Queues._summary
+
+    def grows_between(queues: Queues, subscriber: Subscriber, upto: int) -> QueueSummary:
+        if not grown:  # a package arrives after the first queue was computed
+            grown.extend(region.send(13, 13))
+            region.drain()
+        return summary(queues, subscriber, upto)
+
+    monkeypatch.setattr(Queues, "_summary", grows_between)
+    _, summaries = region.queues.page()
+    assert grown
+    assert region.cache.next_offset > grown[0]
+    # Non-TEST packages above each one's number, up to 12: the log end when the answer began.
+    assert {s.name: s.size for s in summaries} == {"a-sub": 7, "b-sub": 4, "c-sub": 1}
+    monkeypatch.undo()
+    _, after = region.queues.page()
+    assert {s.name: s.size for s in after} == {"a-sub": 8, "b-sub": 5, "c-sub": 2}
