@@ -478,8 +478,8 @@ class ImportLoop:
 
         self.retries.retry(unit.offset, unit.pub_agent, unit.pkg_id, cause, attempt, unit.sequence)
 
-    def _skip(self, offset: int, agent: str, status: int | None) -> None:
+    def _skip(self, offset: int, agent: str, status: int | None, sequence: int) -> None:
         changes = self.store.begin()
-        changes.add(Unit(offset, agent, "", m.ReqType.TEST, None, status))
+        changes.add(Unit(offset, agent, "", m.ReqType.TEST, None, status, sequence=sequence))
         self._unstored_skips = self.settings.skip_store_every  # always store this one
         self._commit(changes)

@@ -54,8 +54,9 @@ class AttemptFailed(Exception):
         self.cause = cause
 
 
-# (offset, pub agent, status or None): commit a skip of the package at offset.
-Skip = Callable[[int, str, int | None], None]
+# (offset, pub agent, status or None, sequence number): commit a skip of the package at offset;
+# its number counts as applied, so the package after it is no sequence gap.
+Skip = Callable[[int, str, int | None, int], None]
 
 
 class Retries:
@@ -107,13 +108,14 @@ class Retries:
                 log.error(
                     "giving up on offset %d of %s after %d attempts", offset, pub_agent, attempts
                 )
-                self.skip(offset, pub_agent, m.Status.REMOVED_FAILED)
+                self.skip(offset, pub_agent, m.Status.REMOVED_FAILED, sequence)
                 self.removed_failed += 1
                 break
             if not self.wait_or_cleared(offset, pub_agent, self.policy.delay(attempts)):
                 if self.stop.is_set():
                     break  # not committed: retried after restart
-                self.skip(offset, pub_agent, m.Status.REMOVED if self.editable else None)
+                status = m.Status.REMOVED if self.editable else None
+                self.skip(offset, pub_agent, status, sequence)
                 self.cleared += 1
                 break
             try:

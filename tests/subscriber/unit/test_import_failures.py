@@ -203,6 +203,23 @@ def test_max_retries_gives_up_a_transient_failure_as_removed_failed(local_env: E
     assert h.statuses(env.journal, env.js) == {stuck: "REMOVED_FAILED"}
 
 
+def test_a_package_given_up_after_its_retries_keeps_its_sequence_number(local_env: Env) -> None:
+    """Given up (REMOVED_FAILED) or not, the record was genuine: its number counts as applied,
+    so the package after it is no sequence gap (readiness stays true)."""
+    env = local_env
+    env.send(good("n1", "/n1"), sequence=1)
+    stuck = env.send(good("n2", "/n2"), blobs=env.blobs, sequence=2)
+    env.blobs.delete("packages/n2")
+    last = env.send(good("n3", "/n3"), sequence=3)
+    store = MemoryStore()
+    agent = env.memory_agent(store, max_retries=1, retry_initial_s=0.01, retry_max_s=0.02)
+    h.drive(agent, lambda: agent.processed_offset >= last, timeout_s=30)
+    assert h.statuses(env.journal, env.js) == {stuck: "REMOVED_FAILED"}
+    assert agent.loop.sequences.gap is None
+    assert store.state is not None
+    assert store.state.sequences[h.PUB] == 3
+
+
 def test_announcements_and_failure_reports_carry_the_sequence_numbers(local_env: Env) -> None:
     """The numbers a publisher reading them from another region's copy places them by
     (docs/regions.md): the last applied per agent, and the failed package's."""
