@@ -53,7 +53,7 @@ class Bookkeeping:
         if state is None:
             return
         sent_up_to = None
-        for offset, agent, status in list(state.pending_statuses):
+        for offset, agent, status, sequence in list(state.pending_statuses):
             try:
                 self.status.send(
                     m.PackageStatusMessage(
@@ -62,6 +62,7 @@ class Bookkeeping:
                         pub_agent_name=agent,
                         offset=offset,
                         status=status,  # the enum value name
+                        sequence=sequence,
                     )
                 )
             except JournalError as exc:

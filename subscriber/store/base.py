@@ -19,7 +19,7 @@ checked before: it neither lands nor overwrites anything.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from subscriber.store.changes import ChangeSet
 from subscriber.store.rows import StoredNode
@@ -27,6 +27,17 @@ from subscriber.store.rows import StoredNode
 # The agent of clear rows written before clears named their publisher agent: they apply to
 # every agent.
 EVERY_AGENT = ""
+
+
+class PendingStatus(NamedTuple):
+    """A package status committed with its batch and not sent yet."""
+
+    offset: int
+    pub_agent: str
+    status: str  # the Status enum value's name
+    # The package's sequence number (0: not numbered), so that a publisher reading another
+    # region's copy places the status at its own offset (docs/regions.md).
+    sequence: int = 0
 
 
 @dataclass
@@ -37,8 +48,7 @@ class StoreState:
     offset: int | None  # last processed package offset; None for a brand-new store
     # Clear offset per publisher agent (EVERY_AGENT: clears that name none).
     clear_offsets: dict[str, int] = field(default_factory=dict)
-    pending_statuses: list[tuple[int, str, str]] = field(default_factory=list)
-    # (offset, pub_agent, status name), in offset order
+    pending_statuses: list[PendingStatus] = field(default_factory=list)  # in offset order
     sent_statuses_up_to: int = -1  # statuses up to here were sent and may be purged
     scopes: int = 0  # scope rows not yet folded (``Store.fold``)
     # Last sequence number applied per publisher agent, of packages and of clear commands

@@ -60,7 +60,7 @@ class ChangeSet:
     upserts: dict[str, Node] = field(default_factory=dict)
     node_offsets: dict[str, tuple[int, str]] = field(default_factory=dict)
     scopes: list[Scope] = field(default_factory=list)
-    statuses: list[tuple[int, str, int]] = field(default_factory=list)
+    statuses: list[tuple[int, str, int, int]] = field(default_factory=list)  # + sequence
     units: list[Unit] = field(default_factory=list)
     # Highest sequence number per publisher agent among the units (journal/sequence.py).
     sequences: dict[str, int] = field(default_factory=dict)
@@ -81,7 +81,7 @@ class ChangeSet:
         if unit.package is not None:
             self._apply(unit, unit.package)
         if unit.status is not None:
-            self.statuses.append((unit.offset, unit.pub_agent, unit.status))
+            self.statuses.append((unit.offset, unit.pub_agent, unit.status, unit.sequence))
         if unit.sequence > self.sequences.get(unit.pub_agent, 0):
             self.sequences[unit.pub_agent] = unit.sequence
         self.units.append(unit)

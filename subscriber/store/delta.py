@@ -29,7 +29,7 @@ from typing import Any
 
 from runtime.clock import now_ms
 from subscriber.store import current_tree, delta_maintenance
-from subscriber.store.base import EVERY_AGENT, FileStats, StepOutcome, StoreState
+from subscriber.store.base import EVERY_AGENT, FileStats, PendingStatus, StepOutcome, StoreState
 from subscriber.store.changes import ChangeSet, status_name
 from subscriber.store.rows import (
     COLUMNS,
@@ -159,7 +159,9 @@ class DeltaStore:
                 agent = r["pub_agent"] or EVERY_AGENT
                 clears[agent] = max(clears.get(agent, -1), r["offset"])
         statuses = sorted(
-            (r["offset"], r["pub_agent"], r["status"]) for r in books if r["kind"] == KIND_STATUS
+            PendingStatus(r["offset"], r["pub_agent"], r["status"], _number(r["info"]))
+            for r in books
+            if r["kind"] == KIND_STATUS
         )
         sequences: dict[str, dict[str, int]] = {SEQUENCE_PACKAGE: {}, SEQUENCE_COMMAND: {}}
         for r in books:
@@ -274,14 +276,23 @@ class DeltaStore:
             scope_row(s.path, s.deep, s.offset, pkg_ids[s.offset], last.pub_agent, now)
             for s in changes.scopes
         )
-        statuses = [(off, agent, status_name(st)) for off, agent, st in changes.statuses]
+        statuses = [
+            PendingStatus(off, agent, status_name(st), n) for off, agent, st, n in changes.statuses
+        ]
         books = [
             bookkeeping_row(
                 KIND_OFFSET, last.offset, now, pub_agent=last.pub_agent, pkg_id=last.pkg_id
             ),
             *(
-                bookkeeping_row(KIND_STATUS, off, now, pub_agent=agent, status=st)
-                for off, agent, st in statuses
+                bookkeeping_row(
+                    KIND_STATUS,
+                    s.offset,
+                    now,
+                    pub_agent=s.pub_agent,
+                    status=s.status,
+                    info=str(s.sequence) if s.sequence else None,
+                )
+                for s in statuses
             ),
             *(
                 bookkeeping_row(KIND_SEQUENCE, n, now, pub_agent=agent, info=SEQUENCE_PACKAGE)
@@ -475,3 +486,8 @@ class DeltaStore:
             ),
             key=lambda c: c["version"],
         )
+
+
+def _number(info: str | None) -> int:
+    """The sequence number a status row keeps in ``info`` (none in rows written before it)."""
+    return int(info) if info is not None and info.isdigit() else 0

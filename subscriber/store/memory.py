@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 
 from journal.content.package import Node
-from subscriber.store.base import FileStats, StepOutcome, StoreState
+from subscriber.store.base import FileStats, PendingStatus, StepOutcome, StoreState
 from subscriber.store.changes import ChangeSet, status_name
 from subscriber.store.rows import BinaryInfo, StoredNode, node_row
 from subscriber.writer.errors import WriterDeposed
@@ -67,7 +67,7 @@ class MemoryStore:
     _sequences: dict[str, int] = field(default_factory=dict)
     _command_sequences: dict[str, int] = field(default_factory=dict)
     _paused: bool = False
-    _statuses: list[tuple[int, str, str]] = field(default_factory=list)
+    _statuses: list[PendingStatus] = field(default_factory=list)
 
     @property
     def _offset(self) -> int | None:
@@ -126,7 +126,7 @@ class MemoryStore:
         self.tree.update(nodes)
         self.scopes += len(changes.scopes)
         self.table_bytes += len(nodes) + len(changes.scopes)
-        statuses = [(o, a, status_name(s)) for o, a, s in changes.statuses]
+        statuses = [PendingStatus(o, a, status_name(s), n) for o, a, s, n in changes.statuses]
         self._statuses.extend(statuses)
         self._offset = last.offset
         _raise(self._sequences, changes.sequences)

@@ -56,7 +56,7 @@ class StoreContract:
         state = again.open()
         assert state.instance_id == instance
         assert state.offset == 2
-        assert state.pending_statuses == [(1, "publish", "IMPORTED")]
+        assert state.pending_statuses == [(1, "publish", "IMPORTED", 0)]
         assert paths(again) == ["/a", "/a/c"]
         a = again.node("/a")
         assert a is not None
@@ -136,6 +136,21 @@ class StoreContract:
         store.record_pause(False, "publish", 6)
         assert stores.again(store).open().paused is False
 
+    def test_pending_statuses_keep_their_sequence_numbers(self, stores: Stores) -> None:
+        store = stores.new()
+        store.open()
+        units = [
+            dataclasses.replace(
+                add(i, f"/p{i}", node(f"/p{i}")), status=Status.REMOVED_FAILED, sequence=n
+            )
+            for i, n in ((0, 7), (1, 0))
+        ]
+        store.commit(new_change_set(units))
+        expected = [(0, "publish", "REMOVED_FAILED", 7), (1, "publish", "REMOVED_FAILED", 0)]
+        assert store.state is not None
+        assert store.state.pending_statuses == expected
+        assert stores.again(store).open().pending_statuses == expected
+
     def test_forgotten_statuses_are_not_pending_after_a_restart(self, stores: Stores) -> None:
         store = stores.new()
         store.open()
@@ -146,7 +161,7 @@ class StoreContract:
         store.commit(new_change_set(units))
         store.forget_statuses(1)
         pending = stores.again(store).open().pending_statuses
-        assert pending == [(2, "publish", "IMPORTED")]
+        assert pending == [(2, "publish", "IMPORTED", 0)]
 
     def test_fold_keeps_the_current_tree(self, stores: Stores) -> None:
         store = stores.new()

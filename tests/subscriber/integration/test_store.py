@@ -38,7 +38,7 @@ def test_commits_reopen_and_history(spark: Any, tmp_path: Path) -> None:
     state = again.open()
     assert state.instance_id == instance
     assert state.offset == 2
-    assert state.pending_statuses == [(1, "publish", "IMPORTED")]
+    assert state.pending_statuses == [(1, "publish", "IMPORTED", 0)]
     assert stored_paths(again) == {"/a", "/a/c"}
     a = again.node("/a")
     assert a is not None

@@ -218,6 +218,13 @@ def test_a_package_given_up_after_its_retries_keeps_its_sequence_number(local_en
     assert agent.loop.sequences.gap is None
     assert store.state is not None
     assert store.state.sequences[h.PUB] == 3
+    # The status names the number too: another region's publisher places it by it.
+    (status,) = [
+        msg
+        for _, msg in h.read_messages(env.journal, env.js.topics.status)
+        if isinstance(msg, m.PackageStatusMessage)
+    ]
+    assert (status.offset, status.sequence) == (stuck, 2)
 
 
 def test_announcements_and_failure_reports_carry_the_sequence_numbers(local_env: Env) -> None:
