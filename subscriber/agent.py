@@ -219,7 +219,7 @@ class SubscriberAgent:
             self._statuses.stop()
         self.supervisor.stop(timeout_s)
         self.loop.shutdown()
-        self.bookkeeping.maintenance.wait(timeout_s)  # a VACUUM in its own thread
+        self.bookkeeping.maintenance.wait(timeout_s)  # a step in the maintenance thread
         self.role.release()  # nothing writes any more: a standby may take over at once
 
     # ------------------------------------------------------------------ the import loop's view

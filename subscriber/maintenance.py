@@ -1,8 +1,13 @@
-"""Store maintenance that runs by itself, in the subscriber's idle time.
+"""Store maintenance that runs by itself, in the subscriber's idle time, never in an import's
+way.
 
-The import loop calls ``Maintenance.step`` when a poll found nothing to import; each call runs
-at most one step, one short operation on the store, so a package arriving meanwhile waits for
-one step at most, never for a whole maintenance run. Steps, in the order they are considered:
+The import loop calls ``Maintenance.step`` when a poll found nothing to import; each call
+starts at most one step. The purge and the retention run right there (both short: they are
+the steps that change rows or metadata an import depends on, so they must not run beside one);
+the fold, the checkpoint, the compaction and VACUUM run in the maintenance thread while
+imports go on, and nothing else is started until the step in it ended. None of those four can
+make an import fail: imports are blind appends, and none of them deletes a file an import
+reads. Steps, in the order they are considered:
 
 * ``purge``: sent statuses and superseded offset rows are removed (every
   ``purge_every_commits`` commits, and after ``interval_s`` when commits were made since);
@@ -14,10 +19,11 @@ one step at most, never for a whole maintenance run. Steps, in the order they ar
   least ``fold_min_scopes`` scopes wait): like a log-structured merge, each byte imported is
   rewritten about 1 / ``fold_growth`` times and at most that share of the table is replaced
   versions, whatever the table's size. A fixed number of scopes would instead rewrite the
-  whole table every few minutes and keep a copy per fold for the retention (days). Its MERGE
-  reads the whole table (38 s on a million-node store: bench/README.md), between imports:
-  beside one, Delta 4.0 fails it with a concurrent-append conflict although imports are
-  blind appends;
+  whole table every few minutes and keep a copy per fold for the retention (days). It reads
+  the whole table (12-44 s on a million-node store: bench/README.md); it commits with
+  ``dataChange = false`` from the version it read, so the imports committed meanwhile do not
+  fail it (subscriber.store.current_tree.fold; a MERGE failed beside every import, as the
+  table is Serializable). One that fails is tried again after FOLD_RETRY_S;
 * ``checkpoint``: a Delta checkpoint once enough commits were made; Delta also deletes log
   entries older than the retention when it writes one;
 * ``retention``: the table keeps its log and removed files for the retention (table
@@ -25,15 +31,15 @@ one step at most, never for a whole maintenance run. Steps, in the order they ar
   VACUUM, set when they differ);
 * ``compact``: OPTIMIZE once ``compact_min_files`` files are below half ``target_file_bytes``
   (considered after each purge, and after ``interval_s`` for any two small files left);
-* ``vacuum``: VACUUM with the retention every ``interval_s``. It is the one step longer than a
-  commit (seconds of small Spark jobs), so it runs in a thread of its own while imports go on:
-  it deletes only files no version within the retention reads and commits no data, so it
-  cannot conflict with an import. Nothing else is started while it runs.
+* ``vacuum``: VACUUM with the retention every ``interval_s``: it deletes only files no version
+  within the retention reads and commits no data.
 
 ``purge``, ``fold`` and ``checkpoint`` always run (without them reads slow down with every
 commit); the others only when maintenance is enabled. None changes content or offset
-(subscriber.store.delta_maintenance). Each step is logged in one line and counted
-(subscriber.metrics).
+(subscriber.store.delta_maintenance), and each commits atomically or not at all, so a crash
+during one leaves the store as before it or after it. Each step is logged in one line and
+counted (subscriber.metrics); a step of the maintenance thread that fails is logged, counted
+(``failures``, ``scd_store_maintenance_failures_total``) and tried again when next due.
 """
 
 from __future__ import annotations
@@ -144,7 +150,9 @@ class Maintenance:
         # the scope count alone), and the commit count when growth was last looked at.
         self._folded_bytes: int | None = None
         self._commits_at_fold_check = -1
-        self._vacuum: threading.Thread | None = None
+        # The thread of the step started last (fold, checkpoint, compaction or VACUUM).
+        self._worker: threading.Thread | None = None
+        self.failures = 0  # steps of the maintenance thread that failed
         self._vacuumed = False
 
     # ------------------------------------------------------------------ commits
@@ -160,12 +168,15 @@ class Maintenance:
     # ------------------------------------------------------------------ scheduling
     @property
     def busy(self) -> bool:
-        """True while a VACUUM runs in its thread."""
-        return self._vacuum is not None and self._vacuum.is_alive()
+        """True while a step runs in the maintenance thread."""
+        return self._worker is not None and self._worker.is_alive()
 
     def step(self) -> StepReport | None:
-        """Run the first step that is due, if any (the import loop calls this when idle).
-        A failing step raises; it is tried again after as many commits, or ``interval_s``."""
+        """Start the first step that is due, if any (the import loop calls this when idle).
+        The purge and the retention run here and return their report; a failing one raises
+        and is tried again after as many commits, or ``interval_s``. The others start in the
+        maintenance thread and return None (their reports land in ``reports``); nothing is
+        started while one runs."""
         if self.busy:
             return None
         policy, state, now = self.policy, self.store.state, self.clock()
@@ -181,26 +192,29 @@ class Maintenance:
             and self._grown()
         )
         if fold_due:
-            return self._fold()
+            self._start_fold()
+            return None
         if self.store.commits_since_checkpoint >= policy.checkpoint_every_commits:
-            return self._run(CHECKPOINT, self._checkpoint)
+            self._background(CHECKPOINT, self._checkpoint)
+            return None
         if not policy.enabled:
             return None
         vacuum_due = now - self._last[VACUUM] >= policy.interval_s
         if not self._retention_checked or (vacuum_due and not self._retention_fresh):
             return self._check_retention(now, before_vacuum=vacuum_due)
-        if self._compact_due(now):
-            return self._run(COMPACT, lambda: self.store.compact(policy.target_file_bytes))
-        if vacuum_due:
+        if self._compact_check or self._compact_timed(now):
+            self._start_compact(now)
+        elif vacuum_due:
             self._start_vacuum()
         return None
 
     def run_all(self, *, up_to_status: int = -1) -> list[StepReport]:
         """Every step now, in order, in this thread (``scd content maintain``)."""
+        self.wait()
         policy, state = self.policy, self.store.state
         reports = [self._purge(up_to_status)]
         while state is not None and state.scopes > 0:
-            reports.append(self._fold())
+            reports.append(self._run(FOLD, self._fold))
         reports += [
             self._run(COMPACT, lambda: self.store.compact(policy.target_file_bytes)),
             self._run(RETENTION, self._set_retention),
@@ -210,24 +224,31 @@ class Maintenance:
         return reports
 
     def wait(self, timeout_s: float | None = None) -> None:
-        """Wait for a VACUUM in progress (at shutdown)."""
-        if self._vacuum is not None:
-            self._vacuum.join(timeout_s)
+        """Wait for the step in the maintenance thread, if one runs (at shutdown, tests)."""
+        if self._worker is not None:
+            self._worker.join(timeout_s)
 
-    def _compact_due(self, now: float) -> bool:
-        policy = self.policy
-        timed = (
-            now - self._last[COMPACT] >= policy.interval_s
+    def _compact_timed(self, now: float) -> bool:
+        return (
+            now - self._last[COMPACT] >= self.policy.interval_s
             and self.commits > self._commits_at_compact
         )
-        if not (self._compact_check or timed):
-            return False
+
+    def _start_compact(self, now: float) -> None:
+        """Compaction once enough small files wait (counting them reads the file list, so the
+        maintenance thread does it). OPTIMIZE commits with ``dataChange = false``: Delta checks
+        it with snapshot isolation, so appends committed meanwhile neither fail it nor fail."""
+        policy, timed = self.policy, self._compact_timed(now)
         self._compact_check = False
         self._last[COMPACT] = now
         self._commits_at_compact = self.commits
-        small_below = small_file_bytes(policy.target_file_bytes)
-        small = self.store.file_stats(small_below).small_files or 0
-        return small >= (2 if timed else policy.compact_min_files)
+
+        def due() -> bool:
+            small_below = small_file_bytes(policy.target_file_bytes)
+            small = self.store.file_stats(small_below).small_files or 0
+            return small >= (2 if timed else policy.compact_min_files)
+
+        self._background(COMPACT, lambda: self.store.compact(policy.target_file_bytes), due=due)
 
     # ------------------------------------------------------------------ steps
     def _purge(self, up_to_status: int) -> StepReport:
@@ -253,18 +274,24 @@ class Maintenance:
         grown_to = self._folded_bytes * (1 + self.policy.fold_growth)
         return self.store.file_stats().bytes >= grown_to
 
-    def _fold(self) -> StepReport:
-        now = self.clock()
-        try:
-            report = self._run(FOLD, lambda: self.store.fold(self.policy.fold_max_scopes))
-        except Exception:
-            self._fold_not_before = now + min(FOLD_RETRY_S, self.policy.interval_s)
-            raise
+    def _start_fold(self) -> None:
+        """The fold, in the maintenance thread: it reads one version of the table and commits
+        beside the imports (subscriber.store.current_tree.fold). One that failed (a conflict
+        with another writer's maintenance, an unreachable store) is tried again after
+        FOLD_RETRY_S."""
+
+        def failed() -> None:
+            self._fold_not_before = self.clock() + min(FOLD_RETRY_S, self.policy.interval_s)
+
+        self._background(FOLD, self._fold, failed=failed)
+
+    def _fold(self) -> StepOutcome:
+        outcome = self.store.fold(self.policy.fold_max_scopes)
         state = self.store.state
         more = state is not None and state.scopes >= self.policy.fold_min_scopes
         # Scopes left beyond one run's bound: the next run follows, on the count alone.
         self._folded_bytes = None if more else self.store.file_stats().bytes
-        return report
+        return outcome
 
     def _checkpoint(self) -> None:
         self.store.checkpoint()
@@ -287,15 +314,43 @@ class Maintenance:
         full, self._vacuumed = not self._vacuumed, True  # the first one also finds orphans
         self._retention_fresh = False
         self._last[VACUUM] = self.clock()
+        self._background(VACUUM, lambda: self.store.vacuum(full=full))
 
-        def vacuum() -> None:
+    def _background(
+        self,
+        step: str,
+        action: Callable[[], StepOutcome | None],
+        *,
+        due: Callable[[], bool] | None = None,
+        failed: Callable[[], None] | None = None,
+    ) -> None:
+        """Run ``step`` in the maintenance thread (when ``due`` says so). A failure is logged
+        and counted (``failures``, the metrics) and the step tried again when next due: it
+        never reaches the import thread."""
+
+        def run() -> None:
+            checked = False
             try:
-                self._run(VACUUM, lambda: self.store.vacuum(full=full))
+                if due is None or due():
+                    checked = True
+                    self._run(step, action)  # counts a failure of the step in the metrics
+                return
             except Exception:
-                log.warning("%s: store VACUUM failed; trying again later", self.name, exc_info=True)
+                if not checked and self.metrics is not None:
+                    self.metrics.maintenance_failed(step)
+                log.warning(
+                    "%s: store maintenance %s failed; trying again later",
+                    self.name,
+                    step,
+                    exc_info=True,
+                    extra={"agent": self.name, "step": step},
+                )
+            self.failures += 1
+            if failed is not None:
+                failed()
 
-        self._vacuum = threading.Thread(target=vacuum, name=f"{self.name}-vacuum", daemon=True)
-        self._vacuum.start()
+        self._worker = threading.Thread(target=run, name=f"{self.name}-{step}", daemon=True)
+        self._worker.start()
 
     def _run(self, step: str, action: Callable[[], StepOutcome | None]) -> StepReport:
         started = time.perf_counter()

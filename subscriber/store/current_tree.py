@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from runtime.clock import now_ms
 from subscriber.store.base import StepOutcome
-from subscriber.store.delta_maintenance import file_stats, quoted
+from subscriber.store.delta_maintenance import quoted
 from subscriber.store.rows import KIND_NODE, KIND_SCOPE, StoredNode, sql_string
 
 
@@ -91,22 +92,92 @@ def node(spark: Any, location: str, path: str) -> StoredNode | None:
 
 def fold(spark: Any, location: str, max_scopes: int) -> tuple[StepOutcome, int]:
     """Delete the node versions the oldest scopes (about ``max_scopes``: all of the offsets
-    they belong to) cover, and those scopes, in one MERGE: the current tree stays the same,
-    reads and the table get smaller. Like a compaction it changes no content, so it carries
-    no writer id: a deposed writer's fold deletes only what stays covered. Returns the outcome
-    and how many scopes are left."""
-    from delta.tables import DeltaTable
+    they belong to) cover, and those scopes, in one commit: the current tree stays the same,
+    reads and the table get smaller. Returns the outcome and how many scopes it removed.
 
-    scopes = spark.read.format("delta").load(location).where(f"kind = '{KIND_SCOPE}'")
+    The fold reads one version of the table and rewrites the files of that version that hold
+    a row it deletes, without the rows; appends committed meanwhile are neither read nor
+    touched. It commits its files with ``dataChange = false`` (like OPTIMIZE): the current
+    tree is the same, so Delta checks it with snapshot isolation and a concurrent append
+    cannot fail it (with a MERGE, the table's Serializable isolation failed the fold beside
+    every import). A concurrent fold or compaction that removed one of its files still makes
+    it fail. Like a compaction it changes no content, so it carries no writer id: a deposed
+    writer's fold deletes only what stays covered. There is no public API for such a commit;
+    it goes through delta-spark 4.0's OptimisticTransaction (JVM gateway)."""
+    from pyspark.sql import functions as func
+
+    jvm = spark.sparkContext._jvm
+    delta = jvm.org.apache.spark.sql.delta
+    txn = delta.DeltaLog.forTable(spark._jsparkSession, location).startTransaction()
+    version = int(txn.readVersion())
+    at_version = f"{quoted(location)} VERSION AS OF {version}"
+    table = spark.read.format("delta").option("versionAsOf", version).load(location)
+    columns = table.columns
+    scopes = table.where(f"kind = '{KIND_SCOPE}'")
     oldest = scopes.select("offset").orderBy("offset").limit(max_scopes).collect()
-    before = file_stats(spark, location).files
-    if oldest:
-        folded = spark.sql(folded_rows_sql(quoted(location), int(oldest[-1]["offset"])))
-        (
-            DeltaTable.forPath(spark, location)
-            .alias("t")
-            .merge(folded.alias("f"), "t.kind = f.kind AND t.path = f.path AND t.offset = f.offset")
-            .whenMatchedDelete()
-            .execute()
+    before = int(txn.snapshot().numOfFiles())
+    if not oldest:
+        return StepOutcome(before, before), 0
+    keys = ["kind", "path", "offset"]
+    folded = spark.sql(folded_rows_sql(at_version, int(oldest[-1]["offset"]))).persist()
+    try:
+        rows = table.select("*", func.col("_metadata.file_path").alias(_FILE))
+        holding = rows.join(folded, keys, "left_semi").select(_FILE).distinct()
+        touched = [r[_FILE] for r in holding.collect()]
+        names = {_file_name(p) for p in touched}
+        removed = [f for f in txn.snapshot().allFiles().collect() if _file_name(f.path()) in names]
+        kept = (
+            rows.where(func.col(_FILE).isin(touched))
+            .join(folded, keys, "left_anti")
+            .select(*columns)
         )
-    return StepOutcome(before, file_stats(spark, location).files), scopes.count()
+        written = txn.writeFiles(kept._jdf)
+        scopes_folded = folded.where(f"kind = '{KIND_SCOPE}'").count()
+    finally:
+        folded.unpersist()
+    now = now_ms()
+    added = _seq(written)
+    actions = jvm.java.util.ArrayList()
+    for add in added:
+        actions.add(_rearranged(add))
+    for add in removed:
+        actions.add(add.removeWithTimestamp(now, False))
+    if removed:
+        seq = jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toList()
+        txn.commit(seq, getattr(getattr(delta, "DeltaOperations$ManualUpdate$"), "MODULE$"))
+    return StepOutcome(before, before - len(removed) + len(added)), int(scopes_folded)
+
+
+_FILE = "_scd_file"
+
+
+def _file_name(path: str) -> str:
+    """A data file's name: Delta names each file uniquely (part-...-<uuid>...), whether the log
+    holds it relative to the table or as an absolute URI."""
+    return str(path).rsplit("/", 1)[-1]
+
+
+def _seq(seq: Any) -> list[Any]:
+    """A Scala Seq from the JVM gateway as a Python list."""
+    iterator = seq.iterator()
+    items = []
+    while iterator.hasNext():
+        items.append(iterator.next())
+    return items
+
+
+def _rearranged(add: Any) -> Any:
+    """The AddFile with ``dataChange = false`` (delta-spark 4.0's AddFile fields)."""
+    return add.copy(
+        add.path(),
+        add.partitionValues(),
+        add.size(),
+        add.modificationTime(),
+        False,
+        add.stats(),
+        add.tags(),
+        add.deletionVector(),
+        add.baseRowId(),
+        add.defaultRowCommitVersion(),
+        add.clusteringProvider(),
+    )

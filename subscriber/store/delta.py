@@ -255,12 +255,14 @@ class DeltaStore:
     def checkpoint(self) -> None:
         """Write a Delta checkpoint of the table's latest version: readers (and commits that
         replace rows) then replay the log from here."""
+        counted = self.commits_since_checkpoint
         try:
             _write_checkpoint(self.spark, self.location)
             delta_maintenance.clean_log(self.spark, self.location)
         finally:
-            # Also after a failure: the next try comes after as many commits again.
-            self.commits_since_checkpoint = 0
+            # Also after a failure: the next try comes after as many commits again. Imports
+            # committed meanwhile (it runs beside them) count towards the next one.
+            self.commits_since_checkpoint -= counted
 
     def commit(self, changes: ChangeSet) -> None:
         """Apply a batch: node versions, scopes, offset and statuses in one appending commit."""
@@ -432,7 +434,10 @@ class DeltaStore:
 
     def fold(self, max_scopes: int) -> StepOutcome:
         assert self.state is not None, "open() the store first"
-        outcome, self.state.scopes = current_tree.fold(self.spark, self.location, max_scopes)
+        outcome, folded = current_tree.fold(self.spark, self.location, max_scopes)
+        # Imports may have added scopes meanwhile (the fold runs beside them): only what it
+        # removed is taken off.
+        self.state.scopes = max(0, self.state.scopes - folded)
         self.commits_since_checkpoint += 1
         return outcome
 

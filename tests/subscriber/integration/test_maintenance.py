@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -170,3 +171,47 @@ def test_on_delta_a_fold_waits_until_the_table_s_bytes_grew_by_the_fold_growth(
     assert due_at is not None
     assert due_at > 7  # appends without a fold came first
     assert store.state.scopes == 0
+
+
+def test_a_fold_beside_imports_lands_and_never_fails_one(spark: Any, tmp_path: Path) -> None:
+    """A fold runs in a thread while packages are imported one commit at a time: imports
+    committed after the version it read neither fail nor make it fail, and the store holds the
+    same tree as one that was never folded."""
+    location, unfolded = str(tmp_path / "store"), str(tmp_path / "unfolded")
+    store, reference = DeltaStore(spark, location), DeltaStore(spark, unfolded)
+    for s in (store, reference):
+        s.open()
+        import_one_at_a_time(s, 0, 24)
+    assert store.state is not None
+    scopes = store.state.scopes
+    errors: list[BaseException] = []
+
+    def fold() -> None:
+        try:
+            store.fold(1000)
+        except BaseException as exc:  # handed to the test thread
+            errors.append(exc)
+
+    folding = threading.Thread(target=fold)
+    folding.start()
+    offset = 24
+    while folding.is_alive() or offset < 27:
+        import_one_at_a_time(store, offset, 1)
+        offset += 1
+    folding.join()
+    assert errors == []
+    import_one_at_a_time(reference, 24, offset - 24)
+    actions = commit_actions(location, "Manual Update")
+    info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+    fold_version = max(
+        int(p.stem)
+        for p in Path(location, "_delta_log").glob("*.json")
+        if '"Manual Update"' in p.read_text()
+    )
+    assert info["readVersion"] < fold_version - 1  # imports landed between its read and commit
+    assert info["isolationLevel"] == "SnapshotIsolation"
+    assert all(not a[k]["dataChange"] for a in actions for k in ("add", "remove") if k in a)
+    assert content(spark, location) == content(spark, unfolded)
+    assert store.state.scopes < scopes + (offset - 24)  # the folded scopes were taken off
+    scope_rows = spark.read.format("delta").load(location).where("kind = 'scope'").count()
+    assert store.state.scopes == scope_rows

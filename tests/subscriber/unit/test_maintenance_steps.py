@@ -1,13 +1,13 @@
 """Store maintenance scheduling (subscriber/maintenance.py) on the in-memory store: one step per
-idle poll, so a package that arrives while the store is maintained waits for one step at most;
-VACUUM in its own thread while imports go on; maintenance off runs only the purge and the
+idle poll; the purge and the retention in the import thread, the fold, checkpoint, compaction and
+VACUUM in the maintenance thread while imports go on, one at a time; a failed step is logged,
+counted and tried again later; maintenance off runs only the purge, the fold and the
 checkpoint."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -47,6 +47,16 @@ def committed_store(commits: int) -> MemoryStore:
     return store
 
 
+def run_step(maintenance: Maintenance, store: MemoryStore) -> str | None:
+    """One idle poll's step, waited for when it went to the maintenance thread: its name."""
+    before = len(store.maintenance_calls)
+    maintenance.step()
+    maintenance.wait(5)
+    ran = calls(store)[before:]
+    assert len(ran) <= 1  # one store operation per call
+    return ran[0] if ran else None
+
+
 def test_each_call_runs_the_first_due_step_only() -> None:
     store = committed_store(5)
     clock = Clock()
@@ -55,12 +65,7 @@ def test_each_call_runs_the_first_due_step_only() -> None:
     )
     maintenance = Maintenance("sub", store, policy, clock=clock)
     maintenance.commits_since_purge = 5  # as the import loop counts them
-    ran = []
-    for _ in range(6):
-        before = len(store.maintenance_calls)
-        report = maintenance.step()
-        assert len(store.maintenance_calls) - before <= 1  # one store operation per call
-        ran.append(report.step if report else None)
+    ran = [run_step(maintenance, store) for _ in range(6)]
     assert ran == ["purge", "checkpoint", "retention", "compact", None, None]
     assert store.maintenance_calls[2] == ("retention", (policy.retention_s, policy.log_retention_s))
     report = maintenance.reports[-1]
@@ -113,17 +118,25 @@ def test_a_fold_runs_once_enough_scopes_wait_and_a_failed_one_waits_to_retry() -
     failing = FailingFold()
     failing.shared, failing.scopes = store.shared, store.scopes
     failing.open()
-    failing_maintenance = Maintenance("sub", failing, policy, clock=clock)
+    failing_maintenance = Maintenance("sub", failing, policy, metrics=metrics, clock=clock)
     failing_maintenance._retention_checked = True
-    with pytest.raises(OSError):
-        failing_maintenance.step()
-    assert failing_maintenance.step() is None  # not again right away
+    assert failing_maintenance.step() is None  # started in the maintenance thread
+    assert failing.fold_started.wait(5)
+    failing_maintenance.wait(5)
+    assert failing_maintenance.failures == 1
+    assert not failing_maintenance.busy
+    failing.fold_started.clear()
+    failing_maintenance.step()
+    assert not failing.fold_started.is_set()  # not again right away
     clock.offset += FOLD_RETRY_S
-    with pytest.raises(OSError):
-        failing_maintenance.step()
-    report = maintenance.step()
-    assert report is not None
-    assert report.step == "fold"
+    failing_maintenance.step()
+    failing_maintenance.wait(5)
+    assert failing.fold_started.is_set()
+    assert failing_maintenance.failures == 2
+    failures = 'scd_store_maintenance_failures_total{agent="sub",step="fold"} 2.0'
+    assert failures in metrics.render().decode()
+    assert run_step(maintenance, store) == "fold"
+    assert maintenance.reports[-1].step == "fold"
     assert store.state.scopes == 0
     assert store.maintenance_calls[-1] == ("fold", 10)
     assert 'scd_store_scopes{agent="sub"} 0.0' in metrics.render().decode()
@@ -144,12 +157,10 @@ def test_after_a_fold_the_next_waits_until_the_table_grew_by_the_fold_growth() -
     def step_after_commit(page: int) -> str | None:
         commit_pages(store, page, 1)  # one version and one scope: 2 bytes
         maintenance.commits_since_purge += 1  # as the import loop counts them
-        report = maintenance.step()
-        return report.step if report else None
+        return run_step(maintenance, store)
 
-    report = maintenance.step()  # the process's first fold: on the scope count alone
-    assert report is not None
-    assert report.step == "fold"
+    # The process's first fold: on the scope count alone.
+    assert run_step(maintenance, store) == "fold"
     assert store.table_bytes == 4  # the current tree is left: doubled at 8
     assert [step_after_commit(p) for p in (4, 5)] == [None, "fold"]  # 6, then 8
     assert store.table_bytes == 6  # doubled at 12
@@ -163,8 +174,8 @@ def test_a_fold_that_leaves_scopes_beyond_its_bound_is_followed_at_once() -> Non
         fold_min_scopes=3, fold_max_scopes=4, enabled=False, checkpoint_every_commits=100
     )
     maintenance = Maintenance("sub", store, policy)
-    folds = [maintenance.step() for _ in range(4)]
-    assert [r.step if r else None for r in folds] == ["fold", "fold", None, None]
+    folds = [run_step(maintenance, store) for _ in range(4)]
+    assert folds == ["fold", "fold", None, None]
     assert store.state is not None
     assert store.state.scopes == 2  # fewer than fold_min_scopes: left for later
     assert calls(store) == ["fold", "fold"]
@@ -172,31 +183,54 @@ def test_a_fold_that_leaves_scopes_beyond_its_bound_is_followed_at_once() -> Non
 
 @dataclass
 class FailingFold(MemoryStore):
+    fold_started: threading.Event = field(default_factory=threading.Event)
+
     def fold(self, max_scopes: int) -> StepOutcome:
+        self.fold_started.set()
         raise OSError(f"store unreachable (folding {max_scopes} scopes)")
 
 
 @dataclass
-class SlowSteps(MemoryStore):
-    """A store whose compaction sees a package arrive meanwhile, and whose VACUUM blocks
-    until released."""
+class BlockingSteps(MemoryStore):
+    """A store whose fold, checkpoint, compaction and VACUUM each block until released."""
 
-    arrives: Callable[[], object] | None = None
     release: threading.Event = field(default_factory=threading.Event)
+    started: list[str] = field(default_factory=list)
+
+    def _block(self, step: str) -> None:
+        self.started.append(step)
+        assert self.release.wait(30)
+        self.release.clear()
+
+    def fold(self, max_scopes: int) -> StepOutcome:
+        self._block("fold")
+        return super().fold(max_scopes)
+
+    def checkpoint(self) -> None:
+        self._block("checkpoint")
+        super().checkpoint()
 
     def compact(self, target_file_bytes: int) -> StepOutcome:
-        if self.arrives is not None:
-            self.arrives()
+        self._block("compact")
         return super().compact(target_file_bytes)
 
     def vacuum(self, *, full: bool) -> StepOutcome:
-        assert self.release.wait(30)
+        self._block("vacuum")
         return super().vacuum(full=full)
 
 
-def test_a_package_arriving_during_maintenance_waits_for_one_step(local_env: Env) -> None:
+def wait_started(store: BlockingSteps, count: int) -> None:
+    deadline = time.monotonic() + 5
+    while len(store.started) < count:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+
+
+def test_imports_go_on_while_a_step_runs_in_the_maintenance_thread(local_env: Env) -> None:
+    """Compaction and VACUUM block in the maintenance thread: every package sent meanwhile is
+    imported by the next poll, and no other step starts (a purge falls due) until it ends."""
     env = local_env
-    store = SlowSteps()
+    store = BlockingSteps()
     agent = env.memory_agent(
         store, batch_max=1, purge_every_commits=3, maintenance_compact_min_files=2
     )
@@ -207,24 +241,31 @@ def test_a_package_arriving_during_maintenance_waits_for_one_step(local_env: Env
     assert calls(store) == ["purge"]
     assert agent.run_once() == 0
     assert calls(store)[-1] == "retention"
-
-    late: list[int] = []
-    store.arrives = lambda: late.append(
-        env.send(package("late", ADD, [("/late", True)], [node("/late")]))
-    )
-    assert agent.run_once() == 0  # the compaction, during which the package arrives
-    assert calls(store)[-1] == "compact"
-    assert agent.run_once() == 1  # the next poll imports it: no other step first
-    assert agent.processed_offset == late[0]
-    assert calls(store)[-1] == "compact"
-
-    # VACUUM runs in its own thread: imports go on, nothing else starts until it ends.
     maintenance = agent.bookkeeping.maintenance
+    assert agent.run_once() == 0  # starts the compaction, which blocks
+    wait_started(store, 1)
+    assert maintenance.busy
+    for i in range(3, 7):  # a purge falls due on the way: it waits for the compaction
+        offset = env.send(package(f"p{i}", ADD, [(f"/p{i}", True)], [node(f"/p{i}")]))
+        assert agent.run_once() == 1
+        assert agent.processed_offset == offset
+        assert agent.run_once() == 0
+    assert store.started == ["compact"]
+    assert calls(store)[-1] == "retention"
+    store.release.set()
+    maintenance.wait(5)
+    assert calls(store)[-1] == "compact"
+    assert agent.run_once() == 0
+    assert calls(store)[-1] == "purge"  # the step that waited
+
+    # VACUUM too: imports go on, nothing else starts until it ends.
     maintenance.clock = Clock()
     assert isinstance(maintenance.clock, Clock)
     maintenance.clock.offset += maintenance.policy.interval_s + 1
     while not maintenance.busy:
-        assert agent.run_once() == 0 or calls(store)[-1] != "vacuum"
+        assert agent.run_once() == 0
+    wait_started(store, 2)
+    assert store.started[-1] == "vacuum"
     during = env.send(package("during", ADD, [("/during", True)], [node("/during")]))
     before = len(store.maintenance_calls)
     assert agent.run_once() == 1
@@ -240,6 +281,40 @@ def test_a_package_arriving_during_maintenance_waits_for_one_step(local_env: Env
     assert 'scd_store_maintenance_seconds_count{agent="sub",step="compact"}' in metrics
     assert 'scd_store_files{agent="sub"}' in metrics
     agent.stop()
+
+
+def test_commits_go_on_during_a_fold_and_a_checkpoint_and_nothing_else_starts() -> None:
+    """The fold and the checkpoint run in the maintenance thread: the store takes commits
+    meanwhile, and every call in between starts nothing (a checkpoint and a purge are due)."""
+    store = BlockingSteps()
+    store.open()
+    commit_pages(store, 0, 4)
+    policy = MaintenancePolicy(
+        enabled=False, fold_min_scopes=4, purge_every_commits=2, checkpoint_every_commits=2
+    )
+    maintenance = Maintenance("sub", store, policy)
+    assert maintenance.step() is None
+    wait_started(store, 1)
+    assert store.started == ["fold"]
+    for page in range(4, 8):
+        commit_pages(store, page, 1)
+        maintenance.commits_since_purge += 1
+        assert maintenance.step() is None
+    assert store.started == ["fold"]
+    assert calls(store) == []
+    store.release.set()
+    maintenance.wait(5)
+    assert calls(store) == ["fold"]
+    assert run_step(maintenance, store) == "purge"
+    assert maintenance.step() is None
+    wait_started(store, 2)
+    assert store.started == ["fold", "checkpoint"]
+    commit_pages(store, 8, 1)
+    assert maintenance.step() is None
+    store.release.set()
+    maintenance.wait(5)
+    assert calls(store) == ["fold", "purge", "checkpoint"]
+    assert [r.step for r in maintenance.reports] == ["fold", "purge", "checkpoint"]
 
 
 @dataclass
@@ -260,7 +335,9 @@ def test_a_failing_step_is_logged_counted_and_does_not_stop_imports(
         env.send(package(f"p{i}", ADD, [(f"/p{i}", True)], [node(f"/p{i}")]))
     for _ in range(6):
         agent.run_once()  # imports, purge, retention, the failing compaction, ...
-    assert "store housekeeping failed" in caplog.text
+    agent.bookkeeping.maintenance.wait(5)
+    assert "store maintenance compact failed; trying again later" in caplog.text
+    assert agent.bookkeeping.maintenance.failures == 1
     metrics = agent.metrics.render().decode()
     assert 'scd_store_maintenance_failures_total{agent="sub",step="compact"} 1.0' in metrics
     offset = env.send(package("after", ADD, [("/after", True)], [node("/after")]))
