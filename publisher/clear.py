@@ -2,9 +2,12 @@
 
 Sling's clear operations, each turned into one ClearCommand carrying the offset of the last
 item removed: the head item, the first N items (all of them when N is omitted), or every item
-up to an offset. The subscriber skips the packages up to that offset with REMOVED status, even
-one it is retrying, and keeps the largest clear offset it was ever sent. Non-editable
-subscribers refuse clears, so they are refused here already (409).
+up to an offset. The command also carries that package's sequence number (the highest one up
+to that offset, journal/sequence.py), which an scd subscriber obeys instead of the offset: a
+subscriber reading another region's mirror (docs/regions.md) has other offsets, the same
+numbers. The subscriber skips the packages up to there with REMOVED status, even one it is
+retrying, and keeps the largest clear it was ever sent. Non-editable subscribers refuse
+clears, so they are refused here already (409).
 """
 
 from __future__ import annotations
@@ -73,14 +76,14 @@ class Clearer:
             last = cache.last_offset_upto(processed, removed)
         if last is None:
             return ClearResult(name, 0, None, None)
-        command_offset = self.commands.send(
-            subscriber, CommandMessage(clear_command=ClearCommand(offset=last))
-        )
+        clear = ClearCommand(offset=last, sequence=cache.number_upto_offset(last))
+        command_offset = self.commands.send(subscriber, CommandMessage(clear_command=clear))
         log.info(
-            "clear of %s: %d items up to offset %d (command at offset %d)",
+            "clear of %s: %d items up to offset %d, sequence %d (command at offset %d)",
             name,
             removed,
             last,
+            clear.sequence,
             command_offset,
         )
         return ClearResult(name, removed, last, command_offset)

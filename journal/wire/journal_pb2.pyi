@@ -123,10 +123,12 @@ class DiscoveryMessage(_message.Message):
     def __init__(self, sub_sling_id: _Optional[str] = ..., sub_agent_name: _Optional[str] = ..., subscriber_state: _Optional[_Iterable[_Union[SubscriberState, _Mapping]]] = ..., subscriber_configuration: _Optional[_Union[SubscriberConfiguration, _Mapping]] = ..., paused: _Optional[bool] = ..., canary_pending: _Optional[_Iterable[str]] = ..., canary_failed: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ClearCommand(_message.Message):
-    __slots__ = ("offset",)
+    __slots__ = ("offset", "sequence")
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     offset: int
-    def __init__(self, offset: _Optional[int] = ...) -> None: ...
+    sequence: int
+    def __init__(self, offset: _Optional[int] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class PauseCommand(_message.Message):
     __slots__ = ("paused",)

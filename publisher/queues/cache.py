@@ -353,6 +353,16 @@ class QueueCache:
                     return offset
         return None
 
+    def number_upto_offset(self, offset: int) -> int:
+        """The highest package sequence number cached at an offset <= ``offset`` (0: none)."""
+        with self._lock:
+            for segment in reversed(self._segments):
+                if len(segment) and segment.first_offset <= offset:
+                    number = segment.number_upto_offset(offset)
+                    if number is not None:
+                        return number
+        return 0
+
     def entries_between(self, low: int, high: int) -> list[Entry]:
         """Entries with ``low < offset <= high``, in offset order."""
         out: list[Entry] = []

@@ -138,6 +138,11 @@ class EntrySegment:
             return self._offsets[self._numbered[i]]
         return None
 
+    def number_upto_offset(self, offset: int) -> int | None:
+        """The highest number indexed at an offset <= ``offset`` (None: none here)."""
+        i = bisect_left(self._numbered, bisect_right(self._offsets, offset))
+        return self._numbers[i - 1] if i else None
+
     def offset_at(self, index: int) -> int:
         return self._offsets[index]
 

@@ -2,8 +2,12 @@
 
 A command is obeyed only when it names this subscriber (agent name and instance id), names a
 publisher agent this subscriber follows, carries a valid signature (when keys are configured),
-and (a clear) clears no further than the package topic's latest offset. A clear applies to the
-packages of the agent it names only, and only an editable subscriber obeys one. The command
+and (a clear) clears no further than the package topic holds. A clear applies to the packages
+of the agent it names only, and only an editable subscriber obeys one. A clear that carries a
+package sequence number (``ClearCommand.sequence``, journal/sequence.py) covers that agent's
+packages numbered up to it, and its offset is not used: on another region's mirror
+(docs/regions.md) the offsets differ, the numbers do not. One without (Sling's) covers the
+packages up to its offset. The command
 reader only records a request; the import thread checks it against the log and persists it in
 the store (``persist``), so a clear or a pause survives restarts and is never half applied.
 
@@ -28,6 +32,7 @@ from collections.abc import Callable, Sequence
 
 from journal.api import Journal, Record
 from journal.errors import JournalError
+from journal.sequence import highest_sequence
 from journal.wire import messages as m
 from journal.wire.signing import RecordVerifier, SignatureError
 from subscriber.metrics import SubscriberMetrics
@@ -62,6 +67,7 @@ class Commands:
         self.on_pause_stored: Callable[[], None] = lambda: None
         self._lock = threading.Lock()
         self._requested: dict[str, int] = {}  # pub agent -> highest clear offset requested
+        self._requested_numbers: dict[str, int] = {}  # pub agent -> highest package number
         self._numbers: dict[str, int] = {}  # pub agent -> highest command number read
         # The last pause or resume admitted and not yet stored: (paused, pub agent, number).
         self._pause: tuple[bool, str, int] | None = None
@@ -107,10 +113,19 @@ class Commands:
                 self._pause = (kind == "pause", agent, number)
                 log.info("%s: %s requested by %s", self.name, kind, agent)
                 return
-            offset = command.clear_command.offset
-            if offset > self._requested.get(agent, -1):
-                self._requested[agent] = offset
-                log.info("%s: clear of %s up to offset %d requested", self.name, agent, offset)
+            self._request_clear(agent, command.clear_command)
+
+    def _request_clear(self, agent: str, clear: m.ClearCommand) -> None:
+        """Record a clear read (under ``_lock``): by package number when it carries one."""
+        if clear.sequence > 0:
+            if clear.sequence > self._requested_numbers.get(agent, 0):
+                self._requested_numbers[agent] = clear.sequence
+                log.info(
+                    "%s: clear of %s up to sequence %d requested", self.name, agent, clear.sequence
+                )
+        elif clear.offset > self._requested.get(agent, -1):
+            self._requested[agent] = clear.offset
+            log.info("%s: clear of %s up to offset %d requested", self.name, agent, clear.offset)
 
     def _admit(self, agent: str, number: int, offset: int, kind: str) -> bool:
         """True when command ``number`` of ``agent`` is new (under ``_lock``)."""
@@ -133,10 +148,10 @@ class Commands:
         self._numbers[agent] = number
         return number > stored
 
-    def cleared(self, pub_agent: str) -> int:
-        """Packages of ``pub_agent`` up to this offset are cleared (-1: none)."""
+    def cleared(self, pub_agent: str, offset: int, sequence: int) -> bool:
+        """A stored clear covers ``pub_agent``'s package at ``offset`` numbered ``sequence``."""
         state = self.store.state
-        return state.clear_offset(pub_agent) if state is not None else -1
+        return state is not None and state.cleared(pub_agent, offset, sequence)
 
     @property
     def paused(self) -> bool:
@@ -146,8 +161,8 @@ class Commands:
 
     def persist(self) -> None:
         """Store the pause or resume and the clears requested since the last call (import
-        thread only). A clear beyond the log's latest offset is refused: it would skip
-        packages not yet written."""
+        thread only). A clear beyond the log (its latest offset, or the highest number of the
+        agent on its tail) is refused: it would skip packages not yet written."""
         with self._lock:
             pause, self._pause = self._pause, None
         if pause is not None:
@@ -161,28 +176,58 @@ class Commands:
             log.info("%s: %s", self.name, "paused" if paused else "resumed")
             self.resumes += 0 if paused else 1
             self.on_pause_stored()
+        state = self.store.state
+        if state is None:
+            return
         with self._lock:
-            pending = {a: o for a, o in self._requested.items() if o > self.cleared(a)}
+            offsets = {a: o for a, o in self._requested.items() if o > state.clear_offset(a)}
+            by_number = {
+                a: n
+                for a, n in self._requested_numbers.items()
+                if n > state.clear_sequences.get(a, 0)
+            }
             numbers = dict(self._numbers)
-        if not pending:
+        if not offsets and not by_number:
             return
         try:
             latest = self.journal.latest_offset(self.package_topic)  # the next offset written
+            written = {a: self._highest_number(a) for a in by_number}
         except JournalError as exc:
             log.warning("%s: clear not checked against the log yet: %s", self.name, exc)
             return  # tried again at the next call
-        for agent, offset in pending.items():
+        for agent in offsets.keys() | by_number.keys():
+            offset, number = offsets.get(agent, -1), by_number.get(agent, 0)
             if offset >= latest:
-                self._ignore(
-                    "beyond-log",
-                    f"clear of {agent} up to offset {offset} refused: the package topic ends "
-                    f"before offset {latest}",
+                self._refuse(
+                    agent,
+                    self._requested,
+                    offset,
+                    f"up to offset {offset} refused: the package topic ends before offset {latest}",
                 )
-                with self._lock:
-                    if self._requested.get(agent) == offset:
-                        del self._requested[agent]
-                continue
-            self.store.record_clear(offset, agent, numbers.get(agent, 0))
+                offset = -1
+            if number > written.get(agent, 0):
+                self._refuse(
+                    agent,
+                    self._requested_numbers,
+                    number,
+                    f"up to sequence {number} refused: the package topic holds its packages "
+                    f"up to sequence {written.get(agent, 0)}",
+                )
+                number = 0
+            if offset >= 0 or number:
+                self.store.record_clear(offset, agent, numbers.get(agent, 0), number)
+
+    def _highest_number(self, agent: str) -> int:
+        """The highest package number of ``agent`` on the package topic's tail (0: none)."""
+        found, _ = highest_sequence(self.journal, self.package_topic, agent, self.verifier)
+        return found or 0
+
+    def _refuse(self, agent: str, requested: dict[str, int], value: int, why: str) -> None:
+        """A clear beyond the log would skip packages not yet written: refused, for good."""
+        self._ignore("beyond-log", f"clear of {agent} {why}")
+        with self._lock:
+            if requested.get(agent) == value:
+                del requested[agent]
 
     def _ignore(self, reason: str, text: str) -> None:
         self.metrics.command_ignored(reason)

@@ -335,13 +335,13 @@ class ImportLoop:
         message = decoded.package_message
         if self.staging is None or message is None or not self.staging.gated(decoded):
             return changes
-        agent, offset = message.pub_agent_name, record.offset
-        if offset <= self.clears.cleared(agent) or (
+        agent, offset, number = message.pub_agent_name, record.offset, message.sequence
+        if self.clears.cleared(agent, offset, number) or (
             self.staging.statuses.verdict(agent, offset).open and not self.clears.paused
         ):
             return changes
         self._commit_or_retry(changes)  # what came before it is not held back with it
-        self.staging.wait(agent, offset, lambda: self.role.active)
+        self.staging.wait(agent, offset, number, lambda: self.role.active)
         if not self.role.active:  # lapsed while waiting: nothing of it runs, not even a hook
             raise WriterDeposed(f"the writer lease of {self.store.location} lapsed")
         return self.store.begin()

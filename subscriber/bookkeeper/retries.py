@@ -111,7 +111,7 @@ class Retries:
                 self.skip(offset, pub_agent, m.Status.REMOVED_FAILED, sequence)
                 self.removed_failed += 1
                 break
-            if not self.wait_or_cleared(offset, pub_agent, self.policy.delay(attempts)):
+            if not self.wait_or_cleared(offset, pub_agent, sequence, self.policy.delay(attempts)):
                 if self.stop.is_set():
                     break  # not committed: retried after restart
                 status = m.Status.REMOVED if self.editable else None
@@ -131,7 +131,7 @@ class Retries:
         self._set_attempts(0)
         self.reporter.on_report()
 
-    def wait_or_cleared(self, offset: int, pub_agent: str, delay_s: float) -> bool:
+    def wait_or_cleared(self, offset: int, pub_agent: str, sequence: int, delay_s: float) -> bool:
         """Sleep ``delay_s``, and on while paused (a paused subscriber attempts nothing); False
         early when stopping or when a clear covers ``offset``."""
         deadline = time.monotonic() + delay_s
@@ -139,7 +139,7 @@ class Retries:
             if self.stop.is_set():
                 return False
             self.clears.persist()
-            if offset <= self.clears.cleared(pub_agent):
+            if self.clears.cleared(pub_agent, offset, sequence):
                 log.info("offset %d cleared while being retried", offset)
                 return False
             left = deadline - time.monotonic()

@@ -235,7 +235,13 @@ class StagedImport:
             and not decoded.unknown
         )
 
-    def wait(self, agent: str, offset: int, writing: Callable[[], bool] = lambda: True) -> None:
+    def wait(
+        self,
+        agent: str,
+        offset: int,
+        sequence: int,
+        writing: Callable[[], bool] = lambda: True,
+    ) -> None:
         """Return once every canary went past the package at ``offset``, a clear covers it,
         a resume released it from a canary's failure, the agent stops, or this process is no
         longer ``writing`` the store (its commit is then refused: it stands by)."""
@@ -244,7 +250,7 @@ class StagedImport:
         try:
             while not self.stop.is_set() and writing():
                 self.commands.persist()
-                if offset <= self.commands.cleared(agent):
+                if self.commands.cleared(agent, offset, sequence):
                     log.info("offset %d cleared while waiting for the canaries", offset)
                     return
                 verdict = self.statuses.verdict(agent, offset)

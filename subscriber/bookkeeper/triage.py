@@ -79,7 +79,7 @@ class Triage:
         number = 0 if decoded.permanent else message.sequence
         if not self.sequences.admit(agent, number, offset, changes.sequences if changes else {}):
             return Unit(offset, agent, message.pkg_id, m.ReqType.TEST)
-        if offset <= self.clears.cleared(agent):
+        if self.clears.cleared(agent, offset, number):
             self.retries.cleared += 1
             status = m.Status.REMOVED if self.settings.editable else None
             return Unit(

@@ -55,11 +55,20 @@ class StoreState:
     # (subscriber/bookkeeper/sequences.py); committed with the content and the clear offset.
     sequences: dict[str, int] = field(default_factory=dict)
     command_sequences: dict[str, int] = field(default_factory=dict)
+    # Packages of an agent numbered up to here were cleared (a clear by sequence number).
+    clear_sequences: dict[str, int] = field(default_factory=dict)
     paused: bool = False  # by a pause command (subscriber/bookkeeper/commands.py), until resumed
 
     def clear_offset(self, pub_agent: str) -> int:
         """Packages of ``pub_agent`` up to this offset were cleared (-1: none)."""
         return max(self.clear_offsets.get(pub_agent, -1), self.clear_offsets.get(EVERY_AGENT, -1))
+
+    def cleared(self, pub_agent: str, offset: int, sequence: int) -> bool:
+        """A clear covers ``pub_agent``'s package at ``offset`` numbered ``sequence`` (0: not
+        numbered, which only a clear by offset can cover)."""
+        return offset <= self.clear_offset(pub_agent) or (
+            0 < sequence <= self.clear_sequences.get(pub_agent, 0)
+        )
 
 
 @dataclass(frozen=True)
@@ -105,9 +114,13 @@ class Store(Protocol):
     def record_offset(self, offset: int, reason: str) -> None:
         """Commit a processed offset with no content change (start position)."""
 
-    def record_clear(self, offset: int, pub_agent: str, sequence: int = 0) -> int:
-        """Persist the clear offset of ``pub_agent`` = max(old, new), and in the same commit the
-        clear command's sequence number (0: not numbered); returns the offset in force."""
+    def record_clear(
+        self, offset: int, pub_agent: str, sequence: int = 0, up_to_sequence: int = 0
+    ) -> int:
+        """Persist a clear of ``pub_agent``'s packages: up to ``offset`` (-1: none) and up to
+        package number ``up_to_sequence`` (0: none), each kept as max(old, new), and in the
+        same commit the clear command's own sequence number (0: not numbered); returns the
+        clear offset in force."""
 
     def record_pause(self, paused: bool, pub_agent: str, sequence: int) -> None:
         """Persist the pause state (``state.paused``) and, in the same commit, the pause
@@ -123,6 +136,10 @@ class Store(Protocol):
 
     def checkpoint(self) -> None:
         """Compact the store's log so readers replay less (a no-op where there is none)."""
+
+    def in_maintenance_thread(self) -> None:
+        """Called first in the maintenance thread (subscriber.maintenance): the store's work
+        in this thread yields to the imports' from now on."""
 
     # Maintenance (subscriber.maintenance): each call is one short operation on the store that
     # changes neither content nor offset.

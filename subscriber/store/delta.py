@@ -42,6 +42,7 @@ from subscriber.store.rows import (
     KIND_STATUS,
     PAUSED,
     RESUMED,
+    SEQUENCE_CLEAR,
     SEQUENCE_COMMAND,
     SEQUENCE_PACKAGE,
     StoredNode,
@@ -163,7 +164,11 @@ class DeltaStore:
             for r in books
             if r["kind"] == KIND_STATUS
         )
-        sequences: dict[str, dict[str, int]] = {SEQUENCE_PACKAGE: {}, SEQUENCE_COMMAND: {}}
+        sequences: dict[str, dict[str, int]] = {
+            SEQUENCE_PACKAGE: {},
+            SEQUENCE_COMMAND: {},
+            SEQUENCE_CLEAR: {},
+        }
         for r in books:
             if r["kind"] == KIND_SEQUENCE and r["info"] in sequences:
                 by_agent = sequences[r["info"]]
@@ -193,6 +198,7 @@ class DeltaStore:
             scopes=scopes,
             sequences=sequences[SEQUENCE_PACKAGE],
             command_sequences=sequences[SEQUENCE_COMMAND],
+            clear_sequences=sequences[SEQUENCE_CLEAR],
             paused=pause == PAUSED,
         )
         log.info(
@@ -340,32 +346,41 @@ class DeltaStore:
         )
         self.state.offset = offset
 
-    def record_clear(self, offset: int, pub_agent: str, sequence: int = 0) -> int:
-        """Persist the clear offset of ``pub_agent`` = max(old, new), and in the same commit the
-        clear command's sequence number (0: not numbered); returns the offset in force."""
+    def record_clear(
+        self, offset: int, pub_agent: str, sequence: int = 0, up_to_sequence: int = 0
+    ) -> int:
+        """Persist a clear of ``pub_agent``'s packages (offset and number, each max(old, new))
+        and the clear command's own number, in one commit (Store.record_clear)."""
         assert self.state is not None, "open() the store first"
         now = now_ms()
         rows = []
         if offset > self.state.clear_offset(pub_agent):
             rows.append(bookkeeping_row(KIND_CLEAR, offset, now, pub_agent=pub_agent))
-        if sequence > self.state.command_sequences.get(pub_agent, 0):
-            rows.append(
-                bookkeeping_row(
-                    KIND_SEQUENCE, sequence, now, pub_agent=pub_agent, info=SEQUENCE_COMMAND
-                )
-            )
-        if rows:
-            self._write(
-                rows,
-                user_metadata={"clear": offset, "pub_agent": pub_agent, "sequence": sequence},
-            )
-            self.state.clear_offsets[pub_agent] = max(
-                offset, self.state.clear_offsets.get(pub_agent, -1)
-            )
-            if sequence:
-                self.state.command_sequences[pub_agent] = max(
-                    sequence, self.state.command_sequences.get(pub_agent, 0)
-                )
+        numbers = (
+            (SEQUENCE_COMMAND, sequence, self.state.command_sequences),
+            (SEQUENCE_CLEAR, up_to_sequence, self.state.clear_sequences),
+        )
+        raised = [(info, n, held) for info, n, held in numbers if n > held.get(pub_agent, 0)]
+        rows.extend(
+            bookkeeping_row(KIND_SEQUENCE, n, now, pub_agent=pub_agent, info=info)
+            for info, n, _ in raised
+        )
+        if not rows:
+            return self.state.clear_offset(pub_agent)
+        self._write(
+            rows,
+            user_metadata={
+                "clear": offset,
+                "pub_agent": pub_agent,
+                "sequence": sequence,
+                "up_to_sequence": up_to_sequence,
+            },
+        )
+        self.state.clear_offsets[pub_agent] = max(
+            offset, self.state.clear_offsets.get(pub_agent, -1)
+        )
+        for _, n, held in raised:
+            held[pub_agent] = n
         return self.state.clear_offset(pub_agent)
 
     def record_pause(self, paused: bool, pub_agent: str, sequence: int) -> None:
@@ -412,6 +427,7 @@ class DeltaStore:
                 for info, by_agent in (
                     (SEQUENCE_PACKAGE, self.state.sequences),
                     (SEQUENCE_COMMAND, self.state.command_sequences),
+                    (SEQUENCE_CLEAR, self.state.clear_sequences),
                 )
                 for agent, n in by_agent.items()
             ]
@@ -443,6 +459,13 @@ class DeltaStore:
 
     # ------------------------------------------------------------------ maintenance
     # subscriber.store.delta_maintenance does the work; each call is one Delta operation.
+    def in_maintenance_thread(self) -> None:
+        """Spark jobs of this thread go to the maintenance scheduler pool: an import's tasks
+        take the next free core instead of waiting behind a fold's (subscriber/spark.py)."""
+        self.spark.sparkContext.setLocalProperty(
+            delta_maintenance.SCHEDULER_POOL, delta_maintenance.MAINTENANCE_POOL
+        )
+
     def file_stats(self, small_file_bytes: int | None = None) -> FileStats:
         return delta_maintenance.file_stats(self.spark, self.location, small_file_bytes)
 

@@ -66,6 +66,7 @@ class MemoryStore:
     _clears: dict[str, int] = field(default_factory=dict)
     _sequences: dict[str, int] = field(default_factory=dict)
     _command_sequences: dict[str, int] = field(default_factory=dict)
+    _clear_sequences: dict[str, int] = field(default_factory=dict)
     _paused: bool = False
     _statuses: list[PendingStatus] = field(default_factory=list)
 
@@ -101,6 +102,7 @@ class MemoryStore:
             scopes=self.scopes,
             sequences=dict(self._sequences),
             command_sequences=dict(self._command_sequences),
+            clear_sequences=dict(self._clear_sequences),
             paused=self._paused,
         )
         return self.state
@@ -150,12 +152,17 @@ class MemoryStore:
         self._offset = self.state.offset = offset
         self.recorded_offsets.append((offset, reason))
 
-    def record_clear(self, offset: int, pub_agent: str, sequence: int = 0) -> int:
+    def record_clear(
+        self, offset: int, pub_agent: str, sequence: int = 0, up_to_sequence: int = 0
+    ) -> int:
         assert self.state is not None
         self._guard()
         if sequence:
             _raise(self._command_sequences, {pub_agent: sequence})
             _raise(self.state.command_sequences, {pub_agent: sequence})
+        if up_to_sequence:
+            _raise(self._clear_sequences, {pub_agent: up_to_sequence})
+            _raise(self.state.clear_sequences, {pub_agent: up_to_sequence})
         if offset > self.state.clear_offset(pub_agent):
             self._clears[pub_agent] = self.state.clear_offsets[pub_agent] = offset
         return self.state.clear_offset(pub_agent)
@@ -186,6 +193,9 @@ class MemoryStore:
         self.maintenance_calls.append(("checkpoint", None))
         self.checkpoints += 1
         self.commits_since_checkpoint = 0
+
+    def in_maintenance_thread(self) -> None:
+        pass  # nothing competes here
 
     def file_stats(self, small_file_bytes: int | None = None) -> FileStats:
         return FileStats(

@@ -45,6 +45,8 @@ PAUSED = "paused"
 RESUMED = "resumed"
 SEQUENCE_PACKAGE = "package"
 SEQUENCE_COMMAND = "command"
+# The number of the last package a clear command covers (ClearCommand.sequence).
+SEQUENCE_CLEAR = "clear"
 
 SCHEMA = (
     "kind STRING NOT NULL, path STRING NOT NULL, parent STRING, name STRING, "

@@ -115,10 +115,18 @@ class StoreContract:
         store.commit(new_change_set([dataclasses.replace(add(2, "/c", node("/c")), sequence=4)]))
         assert store.record_clear(1, "publish", sequence=2) == 1
         assert store.record_clear(0, "publish", sequence=1) == 1  # an older command: no change
+        # A clear by package number (no offset), then an older one: the number only grows.
+        assert store.record_clear(-1, "publish", sequence=3, up_to_sequence=9) == 1
+        assert store.record_clear(-1, "publish", sequence=4, up_to_sequence=8) == 1
         store.forget_statuses(2)  # the purge folds the rows and keeps the current numbers
         state = stores.again(store).open()
         assert state.sequences == {"publish": 4, "other": 7}
-        assert state.command_sequences == {"publish": 2}
+        assert state.command_sequences == {"publish": 4}
+        assert state.clear_sequences == {"publish": 9}
+        assert state.cleared("publish", 100, 9)
+        assert not state.cleared("publish", 100, 10)
+        assert not state.cleared("publish", 100, 0)  # not numbered: only an offset covers it
+        assert state.cleared("publish", 1, 0)
         assert paths(store) == ["/a", "/c"]
 
     def test_the_pause_state_and_its_command_number_survive_a_restart(self, stores: Stores) -> None:

@@ -195,7 +195,11 @@ def wait_records(journal: Journal, topic: str, count: int) -> None:
     deadline = time.monotonic() + MIRROR_TIMEOUT_S
     while True:
         try:
-            if journal.latest_offset(topic) - journal.earliest_offset(topic) >= count:
+            held = sum(
+                journal.latest_offset(topic, p) - journal.earliest_offset(topic, p)
+                for p in range(journal.partitions(topic))
+            )
+            if held >= count:
                 return
         except Exception:  # the topic does not exist yet: MirrorMaker creates it
             pass

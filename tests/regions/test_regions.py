@@ -315,6 +315,18 @@ def test_the_publisher_places_a_subscriber_of_b_by_sequence_in_its_own_offsets(
         assert [item["offset"] for item in errors["items"]] == [offsets[3]]
         subscribers = {s["queueName"]: s for s in client.get("/subscribers").json()}
         assert subscribers[remote.queue_name]["remote"] is True
+        # A clear of the remote queue reaches B carrying the package's number, which the
+        # subscriber obeys (its offsets on B are EARLY lower than the command's offset).
+        r = client.post(f"/queues/{remote.queue_name}/clear", json={"mode": "head"})
+        assert r.status_code == 200, r.text
+        assert r.json()["clearOffset"] == offsets[2]
+        (command,) = _read_until(regions.b, on_b(regions.pub["command"]), 1)
+        clear = cast(m.CommandMessage, m.decode(command.headers, command.value))
+        assert (clear.sub_agent_name, clear.sub_sling_id) == (remote.agent_name, remote.sling_id)
+        assert (clear.clear_command.offset, clear.clear_command.sequence) == (
+            offsets[2],
+            numbers[2],
+        )
         assert subscribers[local.queue_name]["remote"] is False
 
         # Events start after where both are (the leader's first tick records it); at the end,

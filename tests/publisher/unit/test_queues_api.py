@@ -12,7 +12,7 @@ from journal.api import Position
 from journal.settings import JournalSettings, TopicSettings
 from journal.sqlite.journal import SqliteJournal
 from journal.topics import topic_specs
-from journal.wire.messages import CommandMessage, decode
+from journal.wire.messages import CommandMessage, PackageMessage, decode
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from tests.publisher.packages import put_packages
@@ -254,6 +254,13 @@ def test_clear_modes_send_clear_commands(client: TestClient, journal: SqliteJour
         offsets[5],
         offsets[5],
     ]
+    # Each carries the number of its last package, which a subscriber obeys instead of the
+    # offset (a subscriber of another region's mirror has other offsets: docs/regions.md).
+    numbers = package_numbers(journal)
+    assert [c.clear_command.sequence for c in sent] == [
+        numbers[offsets[i]] for i in (0, 1, 3, 5, 5)
+    ]
+    assert len(set(numbers.values())) == 6
     assert {(c.sub_sling_id, c.sub_agent_name, c.pub_agent_name) for c in sent} == {
         ("c", "sub-c", "publish")
     }
@@ -267,6 +274,14 @@ def test_clear_modes_send_clear_commands(client: TestClient, journal: SqliteJour
         "commandOffset": None,
     }
     assert len(commands(journal)) == 5
+
+
+def package_numbers(journal: SqliteJournal) -> dict[int, int]:
+    """Offset -> sequence number of the packages distributed."""
+    with journal.consumer(TOPICS.package, Position.earliest()) as consumer:
+        records = consumer.poll(0.2)
+    messages = [(r.offset, decode(r.headers, r.value)) for r in records]
+    return {o: msg.sequence for o, msg in messages if isinstance(msg, PackageMessage)}
 
 
 def clear_offset_of(journal: SqliteJournal, index: int) -> int | None:

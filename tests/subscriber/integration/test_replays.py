@@ -25,3 +25,7 @@ def test_a_reordered_pair_reports_a_gap_and_refuses_the_lower(env: Env, spark: A
 
 def test_a_copied_clear_command_clears_nothing(env: Env, spark: Any) -> None:
     replays.copied_clear_command(env, partial(env.agent, spark))
+
+
+def test_a_clear_by_sequence_covers_packages_by_number_not_offset(env: Env, spark: Any) -> None:
+    replays.clear_by_sequence(env, partial(env.agent, spark))

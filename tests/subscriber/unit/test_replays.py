@@ -45,3 +45,7 @@ def test_the_rules() -> None:
     assert (c.gap.first, c.gap.last, c.gap.offset) == (7, 8, 15)
     assert c.reason() is not None
     assert "7..8" in str(c.reason())
+
+
+def test_a_clear_by_sequence_covers_packages_by_number_not_offset(local_env: Env) -> None:
+    replays.clear_by_sequence(local_env, partial(local_env.memory_agent, MemoryStore()))
