@@ -17,10 +17,19 @@
 * ``compare``: commit times of one-package appends and updates on a small store (200 pages),
   for two source trees side by side (``--before DIR``: another checkout, such as a store layout
   to compare with; the current tree is ``after``), each run in its own process, alternating.
+* ``paced``: publish->imported latency at a steady rate (``--rate``, 10 packages/s) on a copy of
+  the store, with and without store maintenance, for the current tree and (``--before DIR``)
+  another, each variant in its own process. Packages (new pages and updates, alternating) fall
+  due at the rate; the loop commits every package due in one batch, as the import loop does,
+  and between commits, when nothing is due, calls ``Maintenance.step`` as the import loop does
+  when a poll finds nothing (maintenance set to run all the time: a fold whenever the table
+  grew at all, compaction and VACUUM every ``--interval-s``). A package's latency is from the
+  moment it fell due to the end of the commit holding it (no journal: the store's part).
 
     .venv/bin/python bench/subscriber_bigstore.py generate --store /tmp/big --pages 100000
     .venv/bin/python bench/subscriber_bigstore.py measure --store /tmp/big
     .venv/bin/python bench/subscriber_bigstore.py compare --before /tmp/scd-before
+    .venv/bin/python bench/subscriber_bigstore.py paced --store /tmp/big --before /tmp/scd-before
 
 Everything prints JSON on stdout.
 """
@@ -28,10 +37,14 @@ Everything prints JSON on stdout.
 from __future__ import annotations
 
 import argparse
+import functools
+import inspect
 import json
+import math
 import os
 import random
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -441,6 +454,172 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# ---------------------------------------------------------------------------- paced imports
+PACED_VARIANTS = ("without", "with")
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)]
+
+
+def paced_loop(
+    store: DeltaStore, maintenance: Any, args: argparse.Namespace, offset: int, pages: int
+) -> tuple[list[float], int]:
+    """Packages falling due at ``args.rate`` for ``args.seconds``, committed as the import
+    loop would; the latency of each, and how many maintenance steps failed in this thread."""
+    rng = random.Random(args.seed)
+    fresh = iter(range(10 * offset, 20 * offset))
+    latencies: list[float] = []
+    failures = 0
+    # After each commit: what the import loop starts then (this tree: only steps of the
+    # maintenance thread), or, for a tree without that, a step as between two batches.
+    between = None
+    if maintenance is not None:
+        if "inline" in inspect.signature(maintenance.step).parameters:
+            between = functools.partial(maintenance.step, inline=False)
+        else:
+            between = maintenance.step
+
+    def maintain(step: Callable[[], object]) -> int:
+        try:
+            step()
+        except Exception as exc:  # the import loop logs it and goes on
+            print(f"maintenance step failed: {exc}", file=sys.stderr)
+            return 1
+        return 0
+
+    count = int(args.rate * args.seconds)
+    started = time.perf_counter()
+    due_at = [started + i / args.rate for i in range(count)]
+    done = 0
+    while done < count:
+        now = time.perf_counter()
+        due = [i for i in range(done, count) if due_at[i] <= now]
+        if not due:
+            if maintenance is not None:
+                failures += maintain(maintenance.step)
+            time.sleep(max(0.0, min(0.01, due_at[done] - time.perf_counter())))
+            continue
+        units = []
+        for i in due:
+            kind = "new" if i % 2 == 0 else "update"
+            page = next(fresh) if kind == "new" else rng.randrange(pages)
+            units.append(unit(offset, page_package(f"{kind}-{offset}", page, i)))
+            offset += 1
+        timed_commit(store, units)
+        ended = time.perf_counter()
+        latencies.extend(ended - due_at[i] for i in due)
+        done = due[-1] + 1
+        if maintenance is not None and between is not None:
+            maintenance.commits_since_purge += 1
+            failures += maintain(between)
+    return latencies, failures
+
+
+def paced_run(args: argparse.Namespace) -> dict[str, Any]:
+    """One variant, in this process (the tree SCD_BENCH_TREE names) on a copy of the store."""
+    from subscriber.maintenance import Maintenance
+
+    spark = session("scd-bench-bigstore-paced")
+    with tempfile.TemporaryDirectory(prefix="scd-paced-", dir=args.work_dir) as work:
+        location = str(Path(work) / "store")
+        shutil.copytree(args.store, location)
+        store = DeltaStore(spark, location)
+        state = store.open()
+        assert state.offset is not None
+        offset, pages = state.offset + 1, args.pages
+        for _ in range(args.warmup):  # JIT, Delta's caches: not counted
+            timed_commit(store, [unit(offset, page_package(f"w{offset}", 20 * offset, 0))])
+            offset += 1
+        maintenance = None
+        if args.variant == "with":
+            policy = MaintenancePolicy(
+                retention_s=args.retention_s,
+                log_retention_s=3600.0,
+                interval_s=args.interval_s,
+                fold_min_scopes=1,
+                fold_growth=0.001,
+            )
+            maintenance = Maintenance("bench", store, policy)
+        count = int(args.rate * args.seconds)
+        started = time.perf_counter()
+        latencies, failures = paced_loop(store, maintenance, args, offset, pages)
+        elapsed = time.perf_counter() - started
+        reports: list[dict[str, Any]] = []
+        if maintenance is not None:
+            maintenance.wait(600)
+            reports = [r.as_dict() for r in maintenance.reports]
+            failures += getattr(maintenance, "failures", 0)
+        steps: dict[str, list[float]] = {}
+        for r in reports:
+            steps.setdefault(str(r["step"]), []).append(float(r["seconds"]))
+        files = store.file_stats().files
+    spark.stop()
+    return {
+        "variant": args.variant,
+        "packages": count,
+        "elapsed_s": round(elapsed, 1),
+        "p50_s": round(statistics.median(latencies), 3),
+        "p99_s": round(percentile(latencies, 0.99), 3),
+        "max_s": round(max(latencies), 3),
+        "maintenance_steps": {k: {"runs": len(v), "seconds": v} for k, v in steps.items()},
+        "maintenance_failures": failures,
+        "files_after": files,
+    }
+
+
+def paced(args: argparse.Namespace) -> dict[str, Any]:
+    """Every tree with and without maintenance, each run in its own process, alternating."""
+    trees = {"after": str(REPO_DIR)}
+    if args.before:
+        trees = {"before": str(Path(args.before).resolve()), **trees}
+    runs: list[dict[str, Any]] = []
+    order = [(tree, variant) for tree in trees for variant in PACED_VARIANTS]
+    for r in range(args.runs):
+        for tree, variant in order if r % 2 == 0 else order[::-1]:
+            command = [sys.executable, str(Path(__file__).resolve()), "paced-run"]
+            command += ["--store", args.store, "--pages", str(args.pages), "--variant", variant]
+            command += ["--rate", str(args.rate), "--seconds", str(args.seconds)]
+            command += ["--interval-s", str(args.interval_s), "--seed", str(r)]
+            command += ["--retention-s", str(args.retention_s), "--warmup", str(args.warmup)]
+            if args.work_dir:
+                command += ["--work-dir", args.work_dir]
+            out = subprocess.run(
+                command,
+                env={**os.environ, "PYTHONPATH": trees[tree], "SCD_BENCH_TREE": trees[tree]},
+                check=True,
+                stdout=subprocess.PIPE,
+                text=True,
+            ).stdout
+            found = {"run": r, "tree": tree, **json.loads(out)}
+            runs.append(found)
+            print(json.dumps(found), file=sys.stderr, flush=True)
+    table: dict[str, Any] = {}
+    for tree in trees:
+        for variant in PACED_VARIANTS:
+            chosen = [x for x in runs if x["tree"] == tree and x["variant"] == variant]
+            table[f"{tree}/{variant}"] = {
+                "p50_s": [x["p50_s"] for x in chosen],
+                "p99_s": [x["p99_s"] for x in chosen],
+                "max_s": [x["max_s"] for x in chosen],
+            }
+    for tree in trees:
+        without, with_ = table[f"{tree}/without"], table[f"{tree}/with"]
+        table[f"{tree}/ratio_p99_with_to_p50_without"] = [
+            round(a / b, 2) for a, b in zip(with_["p99_s"], without["p50_s"], strict=True)
+        ]
+    return {
+        "store": args.store,
+        "pages": args.pages,
+        "rate_per_s": args.rate,
+        "seconds": args.seconds,
+        "trees": trees,
+        "summary": table,
+        "runs": runs,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -459,8 +638,31 @@ def main() -> None:
     cmp.add_argument("--before", required=True, help="source tree of the variant to compare")
     cmp.add_argument("--runs", type=int, default=4)
     cmp.add_argument("--commits", type=int, default=20)
+    for name in ("paced", "paced-run"):
+        pac = sub.add_parser(name)
+        pac.add_argument("--store", required=True, help="a generated store (copied per run)")
+        pac.add_argument("--pages", type=int, default=100_000, help="pages it was made with")
+        pac.add_argument("--rate", type=float, default=10.0, help="packages per second")
+        pac.add_argument("--seconds", type=float, default=90.0)
+        pac.add_argument("--interval-s", type=float, default=20.0, help="maintenance interval")
+        pac.add_argument("--retention-s", type=float, default=120.0, help="file retention")
+        pac.add_argument("--warmup", type=int, default=5, help="commits before the clock starts")
+        pac.add_argument("--work-dir", default=None, help="where the copies go")
+        if name == "paced":
+            pac.add_argument("--before", default=None, help="source tree to compare with")
+            pac.add_argument("--runs", type=int, default=1)
+        else:
+            pac.add_argument("--variant", choices=PACED_VARIANTS, required=True)
+            pac.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    handlers = {"generate": generate, "measure": measure, "small": small, "compare": compare}
+    handlers = {
+        "generate": generate,
+        "measure": measure,
+        "small": small,
+        "compare": compare,
+        "paced": paced,
+        "paced-run": paced_run,
+    }
     print(json.dumps(handlers[args.command](args), indent=2))
 
 

@@ -171,9 +171,10 @@ class Maintenance:
         """True while a step runs in the maintenance thread."""
         return self._worker is not None and self._worker.is_alive()
 
-    def step(self) -> StepReport | None:
-        """Start the first step that is due, if any (the import loop calls this when idle).
-        The purge and the retention run here and return their report; a failing one raises
+    def step(self, *, inline: bool = True) -> StepReport | None:
+        """Start the first step that is due, if any (the import loop calls this when a poll
+        found nothing, and with ``inline`` False after each commit). The purge and the
+        retention run here, only when ``inline``, and return their report; a failing one raises
         and is tried again after as many commits, or ``interval_s``. The others start in the
         maintenance thread and return None (their reports land in ``reports``); nothing is
         started while one runs."""
@@ -183,7 +184,13 @@ class Maintenance:
         purge_due = self._since_purge >= policy.purge_every_commits or (
             policy.enabled and now - self._last[PURGE] >= policy.interval_s
         )
-        if state is not None and self._since_purge > 0 and not state.pending_statuses and purge_due:
+        if (
+            inline
+            and state is not None
+            and self._since_purge > 0
+            and not state.pending_statuses
+            and purge_due
+        ):
             return self._purge(state.sent_statuses_up_to)
         fold_due = (
             state is not None
@@ -201,7 +208,9 @@ class Maintenance:
             return None
         vacuum_due = now - self._last[VACUUM] >= policy.interval_s
         if not self._retention_checked or (vacuum_due and not self._retention_fresh):
-            return self._check_retention(now, before_vacuum=vacuum_due)
+            if inline:
+                return self._check_retention(now, before_vacuum=vacuum_due)
+            vacuum_due = False  # no VACUUM by a retention not checked
         if self._compact_check or self._compact_timed(now):
             self._start_compact(now)
         elif vacuum_due:
@@ -331,6 +340,7 @@ class Maintenance:
         def run() -> None:
             checked = False
             try:
+                self.store.in_maintenance_thread()
                 if due is None or due():
                     checked = True
                     self._run(step, action)  # counts a failure of the step in the metrics

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from subscriber.settings import SubscriberSettings
@@ -14,6 +15,11 @@ S3A_PACKAGE = "org.apache.hadoop:hadoop-aws:3.4.1"
 # Spark's own INFO/WARN chatter (planner hints, native-library notices) is noise for an
 # agent or a CLI; errors still reach the log.
 SPARK_LOG_LEVEL = "ERROR"
+# Store maintenance runs beside imports on the same driver (subscriber/maintenance.py). With
+# Spark's default FIFO scheduling an import's job waited for every task of a fold's stage
+# queued before it (tens of seconds on a million-node store); with these pools its tasks take
+# the next free core.
+SCHEDULER_POOLS = Path(__file__).with_name("spark_pools.xml")
 
 
 def spark_config(
@@ -32,6 +38,8 @@ def spark_config(
         "spark.ui.enabled": "false",
         # Stage progress bars would interleave with the agent's logs and the CLI's output.
         "spark.ui.showConsoleProgress": "false",
+        "spark.scheduler.mode": "FAIR",
+        "spark.scheduler.allocation.file": str(SCHEDULER_POOLS),
     }
     paths = [settings.store_path] if stores is None else stores
     on_s3 = any(path.startswith("s3a://") for path in paths)

@@ -1,7 +1,7 @@
 """The store's bookkeeping besides imports: statuses committed with a batch are sent after it
-(and again after a crash left them unsent); while the agent is idle, the store is maintained
-one step at a time (subscriber.maintenance: purge of sent statuses, checkpoints, compaction,
-VACUUM)."""
+(and again after a crash left them unsent); the store is maintained one step at a time
+(subscriber.maintenance: purge of sent statuses, folds, checkpoints, compaction, VACUUM), when
+a poll finds nothing and, for the steps that never hold an import, after each commit."""
 
 from __future__ import annotations
 
@@ -46,7 +46,12 @@ class Bookkeeping:
 
     @commits_since_purge.setter
     def commits_since_purge(self, value: int) -> None:
+        """Count a commit, and start a step of the maintenance thread if one is due: under a
+        steady stream a poll never comes back empty, and the store would never be folded or
+        checkpointed. It never holds the import (the purge and the retention wait for an idle
+        poll)."""
         self.maintenance.commits_since_purge = value
+        self._maintain(inline=False)
 
     def send_pending_statuses(self) -> None:
         state = self.store.state
@@ -77,9 +82,13 @@ class Bookkeeping:
 
     def idle(self) -> None:
         """Housekeeping when a poll found nothing to import: one maintenance step, if one is
-        due. A failure is logged and tried again later; it never stops the import thread."""
+        due."""
+        self._maintain(inline=True)
+
+    def _maintain(self, *, inline: bool) -> None:
+        """A failure is logged and tried again later; it never stops the import thread."""
         try:
-            self.maintenance.step()
+            self.maintenance.step(inline=inline)
         except WriterDeposed:
             raise  # the import loop steps down
         except Exception:

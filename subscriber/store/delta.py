@@ -77,6 +77,18 @@ STORE_SESSION_CONF = {
     "spark.databricks.delta.allFilesInCrc.enabled": "false",
 }
 
+# Settings of the session the maintenance steps run in (``maintenance_spark``), beside the
+# imports on the same driver: each of its stages runs as one task, so it holds one core at
+# most and an import's task takes the other (with the scheduler pools, subscriber/spark.py). In
+# parallel tasks, a fold on a million-node store raised an import's p50 from 0.4 s to 2 s on
+# 2 cores (bench/README.md, subscriber_bigstore.py paced).
+MAINTENANCE_SESSION_CONF = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.databricks.delta.snapshotPartitions": "1",
+    "spark.sql.leafNodeDefaultParallelism": "1",
+    "spark.sql.files.maxPartitionBytes": str(1 << 40),
+}
+
 # The table is not partitioned: node rows and bookkeeping rows share files, told apart by the
 # ``kind`` column (and its file statistics). Partitioned by kind, every commit wrote a file per
 # kind it touched and replacing commits were slower (bench/README.md). Tables made partitioned
@@ -110,6 +122,7 @@ class DeltaStore:
         # Commits since this process last checkpointed the table (``checkpoint``).
         self.commits_since_checkpoint = 0
         self.guard = WriterGuard(spark, location)
+        self._maintenance_spark: Any = None
         self._pause_rows = 0  # the highest pause row's number (0: none)
 
     # ------------------------------------------------------------------ the writer guard
@@ -263,8 +276,8 @@ class DeltaStore:
         replace rows) then replay the log from here."""
         counted = self.commits_since_checkpoint
         try:
-            _write_checkpoint(self.spark, self.location)
-            delta_maintenance.clean_log(self.spark, self.location)
+            _write_checkpoint(self.maintenance_spark, self.location)
+            delta_maintenance.clean_log(self.maintenance_spark, self.location)
         finally:
             # Also after a failure: the next try comes after as many commits again. Imports
             # committed meanwhile (it runs beside them) count towards the next one.
@@ -450,7 +463,7 @@ class DeltaStore:
 
     def fold(self, max_scopes: int) -> StepOutcome:
         assert self.state is not None, "open() the store first"
-        outcome, folded = current_tree.fold(self.spark, self.location, max_scopes)
+        outcome, folded = current_tree.fold(self.maintenance_spark, self.location, max_scopes)
         # Imports may have added scopes meanwhile (the fold runs beside them): only what it
         # removed is taken off.
         self.state.scopes = max(0, self.state.scopes - folded)
@@ -459,6 +472,17 @@ class DeltaStore:
 
     # ------------------------------------------------------------------ maintenance
     # subscriber.store.delta_maintenance does the work; each call is one Delta operation.
+    @property
+    def maintenance_spark(self) -> Any:
+        """The session of the maintenance steps: the store's Spark context, its own SQL
+        settings (MAINTENANCE_SESSION_CONF)."""
+        if self._maintenance_spark is None:
+            session = self.spark.newSession()
+            for key, value in {**STORE_SESSION_CONF, **MAINTENANCE_SESSION_CONF}.items():
+                session.conf.set(key, value)
+            self._maintenance_spark = session
+        return self._maintenance_spark
+
     def in_maintenance_thread(self) -> None:
         """Spark jobs of this thread go to the maintenance scheduler pool: an import's tasks
         take the next free core instead of waiting behind a fold's (subscriber/spark.py)."""
@@ -470,12 +494,14 @@ class DeltaStore:
         return delta_maintenance.file_stats(self.spark, self.location, small_file_bytes)
 
     def compact(self, target_file_bytes: int) -> StepOutcome:
-        outcome = delta_maintenance.compact(self.spark, self.location, target_file_bytes)
+        outcome = delta_maintenance.compact(
+            self.maintenance_spark, self.location, target_file_bytes
+        )
         self.commits_since_checkpoint += 1
         return outcome
 
     def vacuum(self, *, full: bool) -> StepOutcome:
-        outcome = delta_maintenance.vacuum(self.spark, self.location, full=full)
+        outcome = delta_maintenance.vacuum(self.maintenance_spark, self.location, full=full)
         self.commits_since_checkpoint += 2  # VACUUM START and END
         return outcome
 

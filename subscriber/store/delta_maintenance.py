@@ -27,6 +27,10 @@ FILE_RETENTION = "delta.deletedFileRetentionDuration"
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 OPTIMIZE_MIN_FILE = "spark.databricks.delta.optimize.minFileSize"
 OPTIMIZE_MAX_FILE = "spark.databricks.delta.optimize.maxFileSize"
+# The Spark scheduler pool of the maintenance thread (subscriber/spark_pools.xml), set per
+# thread with this local property.
+SCHEDULER_POOL = "spark.scheduler.pool"
+MAINTENANCE_POOL = "maintenance"
 
 
 def quoted(location: str) -> str:

@@ -376,3 +376,26 @@ def test_no_vacuum_by_a_retention_not_checked() -> None:
     assert [maintenance.step() is None for _ in range(2)] == [False, True]
     maintenance.wait(5)
     assert calls(store) == ["retention", "vacuum"]
+
+
+def test_after_a_commit_only_steps_of_the_maintenance_thread_start() -> None:
+    """Under a steady stream no poll comes back empty: after each commit the import loop
+    starts the fold, checkpoint or compaction that is due, never the purge or the retention
+    (which run in its thread), and so no VACUUM (it needs the retention checked first)."""
+    store = committed_store(6)
+    clock = Clock()
+    policy = MaintenancePolicy(
+        purge_every_commits=2, checkpoint_every_commits=3, fold_min_scopes=4, interval_s=60
+    )
+    maintenance = Maintenance("sub", store, policy, clock=clock)
+    maintenance.commits_since_purge = 6
+    clock.offset += 61  # VACUUM and the timed compaction are due too
+    ran = []
+    for _ in range(4):
+        maintenance.step(inline=False)
+        maintenance.wait(5)
+        ran.append(calls(store)[-1] if store.maintenance_calls else None)
+    assert calls(store) == ["fold", "checkpoint", "compact"]
+    assert ran[-1] == "compact"  # then nothing: no purge, no retention, no VACUUM
+    assert maintenance.step() is not None  # an idle poll: the purge
+    assert calls(store)[-1] == "purge"
