@@ -53,11 +53,12 @@ SLOW_DELAY_MS, SLOW_JITTER_MS, SLOW_LOSS = 200, 50, 0.02
 # (30 s, + 1 s) or a blob store call did not end within SCD_PUBLISHER_BLOB_TIMEOUT_S (30 s);
 # a few seconds more for the request's own work on a loaded machine.
 DISTRIBUTE_BOUND_S = 30.0 + 5.0
-# A killed subscriber starts a new Spark driver and registers with the master: a minute on a
-# busy 2-core machine; everything else recovers in seconds.
-RECOVERY_TIMEOUT_S = 300.0
+# A killed subscriber starts a new Spark driver, registers with the master and opens its store
+# on S3: one to three minutes here, more while CI runs the other tests beside these (a bound
+# against a hang; the recovery time itself is reported); everything else recovers in seconds.
+RECOVERY_TIMEOUT_S = 600.0
 ACCEPT_TIMEOUT_S = 120.0
-TEST_TIMEOUT_S = 900
+TEST_TIMEOUT_S = 1500
 # Packages distributed at once to catch a subscriber in the middle of an import.
 BURST = 20
 # Bursts sent at most until one catches the subscriber importing.
