@@ -4,6 +4,8 @@ Settings come from the environment (``SCD_SUBSCRIBER_*``, see subscriber/setting
 agent, or several listed in an agents file (subscriber.fleet.agents_file): one journal client,
 one blob store client, one Spark driver and one HTTP endpoint serve them all, each agent with
 its own store, writer lease, threads and metrics label. One agent is the case of one.
+SIGHUP re-reads the agents file: agents it adds start on the running driver (no JVM start),
+agents it no longer lists stop; one it lists with other settings keeps running as it was.
 Shutdown lets the import in progress finish or not start, so the store stays exactly-once.
 """
 
@@ -21,7 +23,7 @@ from blobstore.factory import open_blob_store
 from journal.api import Journal
 from journal.factory import open_journal
 from journal.topics import topic_specs
-from runtime.errors import ScdError
+from runtime.errors import ConfigError, ScdError
 from subscriber.agent import SubscriberAgent
 from subscriber.bookkeeper.behind_log import reset_position
 from subscriber.fleet.agents_file import agent_settings
@@ -38,6 +40,8 @@ log = logging.getLogger(__name__)
 # Pause between start-up attempts while Kafka or the blob store is unreachable: a broker
 # starts in seconds, and a line every 5 s shows the wait without flooding the log.
 STARTUP_RETRY_S = 5.0
+# How often the main thread looks for a SIGHUP (a signal handler only sets a flag).
+RELOAD_CHECK_S = 1.0
 
 
 def _wait_for(step: Callable[[], None], what: str, stop: threading.Event) -> bool:
@@ -54,16 +58,26 @@ def _wait_for(step: Callable[[], None], what: str, stop: threading.Event) -> boo
             return False
 
 
-def run(settings: SubscriberSettings) -> int:
-    """Run the agents of ``settings`` (one, or those of its agents file) until a signal."""
-    stop = threading.Event()
+def _signals() -> tuple[threading.Event, threading.Event]:
+    """Events set by SIGTERM/SIGINT (stop) and by SIGHUP (reload the agents file)."""
+    stop, reload = threading.Event(), threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("signal %d: stopping", signum)
         stop.set()
 
+    def on_hangup(_signum: int, _frame: FrameType | None) -> None:
+        reload.set()
+
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_hangup)
+    return stop, reload
+
+
+def run(settings: SubscriberSettings) -> int:
+    """Run the agents of ``settings`` (one, or those of its agents file) until a signal."""
+    stop, reload = _signals()
     each = agent_settings(settings)  # a bad agents file stops the start here
     for one in each:  # so does an unknown import hook, before Kafka and Spark are waited for
         check_hook_names(one)
@@ -91,8 +105,9 @@ def run(settings: SubscriberSettings) -> int:
         blobs = None
         if settings.blobstore is not None:
             blobs = stack.enter_context(open_blob_store(settings.blobstore))
-        agents = [
-            SubscriberAgent(
+
+        def make_agent(one: SubscriberSettings, start: int) -> SubscriberAgent:
+            return SubscriberAgent(
                 one,
                 journal,
                 DeltaStore(spark.newSession(), one.store_path),
@@ -103,32 +118,105 @@ def run(settings: SubscriberSettings) -> int:
                     one.writer_lease_ttl_s,
                     one.writer_lease_renew_s,
                 ),
-                start_offset=starts[one.agent_name],
+                start_offset=start,
             )
-            for one in each
-        ]
+
+        agents = [make_agent(one, starts[one.agent_name]) for one in each]
+        view = AgentsView(agents)
         # Each import loop claims and opens its store once this process holds the store's
         # writer lease; until then that agent is a standby (docs/one-writer-per-store.md).
         # An agent's failures stay in its own supervised threads: the others go on.
-        stack.callback(_stop_all, agents)  # before the journal, blob store and Spark close
+        # Stopped before the journal, blob store and Spark close (those running by then).
+        stack.callback(lambda: _stop_all(list(agents)))
         for agent in agents:
             agent.start()
-        if settings.http_port is not None:
-            view = AgentsView(agents)
-            server = HealthServer(
-                view.health,
-                view.ready,
-                view.metrics,
-                host=settings.http_host,
-                port=settings.http_port,
-            )
-            server.start()
-            stack.callback(server.stop)
-            log.info("health, readiness and metrics on %s", server.url)
+        _serve(settings, view, stack)
         for agent in agents:
             log.info("subscriber %s running on store %s", agent.name, agent.settings.store_path)
-        stop.wait()
+        while not stop.is_set():
+            if reload.wait(RELOAD_CHECK_S) and not stop.is_set():
+                reload.clear()
+                _reload(settings, journal, agents, view, make_agent, stop)
     return 0
+
+
+def _serve(settings: SubscriberSettings, view: AgentsView, stack: ExitStack) -> None:
+    """The health, readiness and metrics endpoint of every agent, if a port is set."""
+    if settings.http_port is None:
+        return
+    server = HealthServer(
+        view.health, view.ready, view.metrics, host=settings.http_host, port=settings.http_port
+    )
+    server.start()
+    stack.callback(server.stop)
+    log.info("health, readiness and metrics on %s", server.url)
+
+
+def _wanted(settings: SubscriberSettings) -> dict[str, SubscriberSettings] | None:
+    """The agents the agents file lists now, by name; None (logged) if it has none or fails
+    the start-up checks."""
+    if settings.agents_file is None:
+        log.warning("SIGHUP: no agents file to reload (SCD_SUBSCRIBER_AGENTS_FILE unset)")
+        return None
+    try:
+        wanted = {one.agent_name: one for one in agent_settings(settings)}
+        for one in wanted.values():
+            check_hook_names(one)
+    except ConfigError as exc:
+        log.error("SIGHUP: agents file not applied, the agents run on as they were: %s", exc)
+        return None
+    return wanted
+
+
+def _reload(
+    settings: SubscriberSettings,
+    journal: Journal,
+    agents: list[SubscriberAgent],
+    view: AgentsView,
+    make_agent: Callable[[SubscriberSettings, int], SubscriberAgent],
+    stop: threading.Event,
+) -> None:
+    """Apply the agents file as it is now (SIGHUP): start the agents it adds, stop those it no
+    longer lists (``agents``, the running ones, and the view follow). A file that does not
+    pass the start-up checks changes nothing."""
+    wanted = _wanted(settings)
+    if wanted is None:
+        return
+    running = {agent.name: agent for agent in agents}
+    gone = [agent for name, agent in running.items() if name not in wanted]
+    changed = sorted(n for n, a in running.items() if n in wanted and wanted[n] != a.settings)
+    if changed:
+        log.warning(
+            "SIGHUP: settings of %s changed in the agents file; a restart applies them, they "
+            "run on unchanged",
+            ", ".join(changed),
+        )
+    # Stopped first (a new agent may take over a removed one's store), left out of the
+    # endpoint last (it never shows no agent at all).
+    _stop_all(gone)
+    for agent in gone:
+        log.info("subscriber %s stopped: no longer in the agents file", agent.name)
+    added = [one for name, one in wanted.items() if name not in running]
+    try:
+        starts = _start_positions(journal, added, stop) or {}  # empty: stopping meanwhile
+    except ScdError as exc:
+        log.error("SIGHUP: no agent added, their start positions are unknown: %s", exc)
+        starts = {}
+    for one in added:
+        if one.agent_name not in starts:
+            break
+        try:
+            agent = make_agent(one, starts[one.agent_name])
+            agent.start()
+        except Exception:  # this agent alone: the running ones and the other new ones go on
+            log.exception("SIGHUP: subscriber %s not started", one.agent_name)
+            continue
+        agents.append(agent)
+        view.add(agent)
+        log.info("subscriber %s running on store %s (added)", agent.name, one.store_path)
+    for agent in gone:
+        agents.remove(agent)
+        view.remove(agent)
 
 
 def _start_positions(

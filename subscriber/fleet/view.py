@@ -83,6 +83,14 @@ class AgentsView:
             raise ValueError("a daemon runs at least one agent")
         self.agents = list(agents)
 
+    def add(self, agent: Agent) -> None:
+        """One more agent (an agents file reloaded): the list is replaced, never changed
+        under a request reading it."""
+        self.agents = [*self.agents, agent]
+
+    def remove(self, agent: Agent) -> None:
+        self.agents = [a for a in self.agents if a is not agent]
+
     def agent_health(self, agent: Agent) -> AgentHealth:
         health = agent.health()
         ready, reason = agent.ready()
