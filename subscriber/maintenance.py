@@ -1,13 +1,15 @@
-"""Store maintenance that runs by itself, in the subscriber's idle time, never in an import's
-way.
+"""Store maintenance that runs by itself, never in an import's way.
 
-The import loop calls ``Maintenance.step`` when a poll found nothing to import; each call
-starts at most one step. The purge and the retention run right there (both short: they are
-the steps that change rows or metadata an import depends on, so they must not run beside one);
-the fold, the checkpoint, the compaction and VACUUM run in the maintenance thread while
-imports go on, and nothing else is started until the step in it ended. None of those four can
-make an import fail: imports are blind appends, and none of them deletes a file an import
-reads. Steps, in the order they are considered:
+The import loop calls ``Maintenance.step`` when a poll found nothing to import, and after each
+commit for the steps of the maintenance thread only (under a steady stream no poll comes back
+empty); each call starts at most one step. The purge and the retention run right there, on
+an idle poll (both short; they change rows or metadata an import depends on, so they must not
+run beside one); the fold, the checkpoint, the compaction and VACUUM run in the maintenance
+thread while imports go on, and nothing else is started until the step in it ended. None of
+those four can make an import fail: imports are blind appends, and none of them deletes a file
+an import reads. Their Spark work yields cores to the imports' (DeltaStore.maintenance_spark,
+subscriber/spark_pools.xml), but on a small machine it still shares the CPU with them.
+Steps, in the order they are considered:
 
 * ``purge``: sent statuses and superseded offset rows are removed (every
   ``purge_every_commits`` commits, and after ``interval_s`` when commits were made since);
@@ -20,7 +22,8 @@ reads. Steps, in the order they are considered:
   rewritten about 1 / ``fold_growth`` times and at most that share of the table is replaced
   versions, whatever the table's size. A fixed number of scopes would instead rewrite the
   whole table every few minutes and keep a copy per fold for the retention (days). It reads
-  the whole table (12-44 s on a million-node store: bench/README.md); it commits with
+  the whole table (12-44 s on a million-node store alone, minutes beside imports on a loaded
+  2-core machine: bench/README.md); it commits with
   ``dataChange = false`` from the version it read, so the imports committed meanwhile do not
   fail it (subscriber.store.current_tree.fold; a MERGE failed beside every import, as the
   table is Serializable). One that fails is tried again after FOLD_RETRY_S;
