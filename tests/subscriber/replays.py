@@ -228,6 +228,7 @@ def clear_by_sequence(env: Env, make_agent: MakeAgent, **store: Any) -> None:
         stored = h.stored_paths(agent.store)
         assert {"/s/2", "/s/3"} <= stored
         assert not {"/s/0", "/s/1"} & stored
+
         def removed() -> dict[int, str] | None:
             sent = h.statuses(env.journal, env.js)
             return sent if {offsets[0], offsets[1]} <= sent.keys() else None
