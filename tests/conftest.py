@@ -23,6 +23,7 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 # they start first, so none of them is left running alone at the end; the rest keep their order.
 LONGEST_MODULES = (
     "tests/e2e/test_cluster.py",
+    "tests/e2e/test_hundred.py",
     "tests/subscriber/integration/test_crash.py",
     "tests/subscriber/integration/test_single_writer.py",
     "tests/subscriber/integration/test_cli_content.py",
