@@ -693,7 +693,11 @@ def run_scenario(fleet: Fleet, size: Size, spark: Any, converge_timeout_s: float
     for name, store in sorted(fleet.stores.items()):
         problems += offset_problems(name, store, None if name in fleet.left else last)
     # Through Spark as well: a store of each daemon, a clone and a joiner from earliest.
-    sample = {sorted(d.agents)[0] for d in fleet.daemons if d.proc.poll() is None and d.agents}
+    sample = {
+        min(a for a in d.agents if a.startswith("sub-"))
+        for d in fleet.daemons
+        if d.proc.poll() is None and any(a.startswith("sub-") for a in d.agents)
+    }
     sample |= set(sorted(churn.cloned)[:1]) | set(
         sorted(set(churn.ready_s) - set(churn.cloned))[:1]
     )
