@@ -485,9 +485,14 @@ class DeltaStore:
 
     def in_maintenance_thread(self) -> None:
         """Spark jobs of this thread go to the maintenance scheduler pool: an import's tasks
-        take the next free core instead of waiting behind a fold's (subscriber/spark.py)."""
+        take the next free core instead of waiting behind a fold's (subscriber/spark.py). Delta
+        looks up the thread's active session: the maintenance session is made it."""
         self.spark.sparkContext.setLocalProperty(
             delta_maintenance.SCHEDULER_POOL, delta_maintenance.MAINTENANCE_POOL
+        )
+        jvm = self.spark.sparkContext._jvm
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(
+            self.maintenance_spark._jsparkSession
         )
 
     def file_stats(self, small_file_bytes: int | None = None) -> FileStats:
