@@ -26,6 +26,7 @@ from tests.services import KafkaService, S3Service
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
+    pytest.mark.scale,
     pytest.mark.skipif(not services.java_available(), reason="Spark needs Java (17+)"),
 ]
 
