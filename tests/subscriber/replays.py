@@ -152,6 +152,23 @@ def reordered_pair(env: Env, make_agent: MakeAgent) -> None:
         agent.stop()
 
 
+def send_clear(env: Env, agent: SubscriberAgent, commands: Sequencer, clear: m.ClearCommand) -> int:
+    """Send ``clear`` for ``agent``, numbered by ``commands``, and hand the record read back to
+    the agent's command reader; returns the command's offset."""
+    command = m.CommandMessage(
+        sub_sling_id=agent.instance_id, sub_agent_name=agent.name, pub_agent_name=h.PUB,
+        clear_command=clear,
+    )  # fmt: skip
+
+    def numbered(number: int) -> tuple[bytes, dict[str, str]]:
+        command.sequence = number
+        return m.encode(command)
+
+    at = commands.send(numbered, key=agent.name.encode())
+    agent.clears.on_command(command, read_record(env, env.js.topics.command, at))
+    return at
+
+
 def copied_clear_command(env: Env, make_agent: MakeAgent, **store: Any) -> None:
     """A clear refused while beyond the log is not obeyed when copied after the log grew."""
     agent = make_agent(editable=True, **store)
@@ -159,17 +176,7 @@ def copied_clear_command(env: Env, make_agent: MakeAgent, **store: Any) -> None:
         commands = Sequencer(env.journal, env.js.topics.command, h.PUB)
         wait_for(lambda: answers(env, env.js.topics.command), 30, "the command topic has a leader")
         latest = env.journal.latest_offset(env.js.topics.package)
-        command = m.CommandMessage(
-            sub_sling_id=agent.instance_id, sub_agent_name=agent.name, pub_agent_name=h.PUB,
-            clear_command=m.ClearCommand(offset=latest + 1),
-        )  # fmt: skip
-
-        def numbered(number: int) -> tuple[bytes, dict[str, str]]:
-            command.sequence = number
-            return m.encode(command)
-
-        original = commands.send(numbered, key=agent.name.encode())
-        agent.clears.on_command(command, read_record(env, env.js.topics.command, original))
+        original = send_clear(env, agent, commands, m.ClearCommand(offset=latest + 1))
         agent.clears.persist()  # beyond the log's end: refused
         offsets = [
             env.send(package(f"c{i}", ADD, [(f"/c/{i}", True)], [node(f"/c/{i}")]))
@@ -200,17 +207,7 @@ def clear_by_sequence(env: Env, make_agent: MakeAgent, **store: Any) -> None:
         offsets = [pub.send(f"/s/{i}", ADD) for i in range(4)]  # numbered 1..4
 
         def clear(offset: int, number: int) -> None:
-            command = m.CommandMessage(
-                sub_sling_id=agent.instance_id, sub_agent_name=agent.name, pub_agent_name=h.PUB,
-                clear_command=m.ClearCommand(offset=offset, sequence=number),
-            )  # fmt: skip
-
-            def numbered(sequence: int) -> tuple[bytes, dict[str, str]]:
-                command.sequence = sequence
-                return m.encode(command)
-
-            at = commands.send(numbered, key=agent.name.encode())
-            agent.clears.on_command(command, read_record(env, env.js.topics.command, at))
+            send_clear(env, agent, commands, m.ClearCommand(offset=offset, sequence=number))
             agent.clears.persist()
 
         # By offset it would clear all four packages; by number, the first two.
