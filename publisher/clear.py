@@ -5,7 +5,8 @@ item removed: the head item, the first N items (all of them when N is omitted), 
 up to an offset. The command also carries that package's sequence number (the highest one up
 to that offset, journal/sequence.py), which an scd subscriber obeys instead of the offset: a
 subscriber reading another region's mirror (docs/regions.md) has other offsets, the same
-numbers. The subscriber skips the packages up to there with REMOVED status, even one it is
+numbers. A clear that removes a package nobody numbered (a foreign writer's) carries no number
+and is obeyed by offset: that package has no other name. The subscriber skips the packages up to there with REMOVED status, even one it is
 retrying, and keeps the largest clear it was ever sent. Non-editable subscribers refuse
 clears, so they are refused here already (409).
 """
@@ -76,7 +77,7 @@ class Clearer:
             last = cache.last_offset_upto(processed, removed)
         if last is None:
             return ClearResult(name, 0, None, None)
-        clear = ClearCommand(offset=last, sequence=cache.number_upto_offset(last))
+        clear = ClearCommand(offset=last, sequence=cache.clear_number(processed, last))
         command_offset = self.commands.send(subscriber, CommandMessage(clear_command=clear))
         log.info(
             "clear of %s: %d items up to offset %d, sequence %d (command at offset %d)",

@@ -363,6 +363,17 @@ class QueueCache:
                         return number
         return 0
 
+    def clear_number(self, low: int, high: int) -> int:
+        """The number a clear of the entries ``low < offset <= high`` carries: the highest one
+        up to ``high`` when each of them is numbered, else 0 (a clear by offset: a package
+        nobody numbered, a foreign writer's say, has no other name)."""
+        with self._lock:
+            for segment, start in self._after(low):
+                end = _end(segment, high)
+                if segment.numbered_between(start, end) < end - start:
+                    return 0
+        return self.number_upto_offset(high)
+
     def entries_between(self, low: int, high: int) -> list[Entry]:
         """Entries with ``low < offset <= high``, in offset order."""
         out: list[Entry] = []

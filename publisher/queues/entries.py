@@ -138,6 +138,10 @@ class EntrySegment:
             return self._offsets[self._numbered[i]]
         return None
 
+    def numbered_between(self, start: int, end: int) -> int:
+        """How many entries with an index in [start, end) carry an indexed number."""
+        return bisect_left(self._numbered, end) - bisect_left(self._numbered, start)
+
     def number_upto_offset(self, offset: int) -> int | None:
         """The highest number indexed at an offset <= ``offset`` (None: none here)."""
         i = bisect_left(self._numbered, bisect_right(self._offsets, offset))

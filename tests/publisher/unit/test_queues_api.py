@@ -276,6 +276,32 @@ def test_clear_modes_send_clear_commands(client: TestClient, journal: SqliteJour
     assert len(commands(journal)) == 5
 
 
+def test_a_clear_over_a_package_nobody_numbered_goes_by_offset(
+    client: TestClient, journal: SqliteJournal
+) -> None:
+    """A foreign writer's package carries no number: a clear that removes it carries none
+    either (the subscriber then obeys its offset), one that stops before it keeps its number."""
+    first = distribute(client, 2)
+    (foreign,) = put_packages(journal, 1)  # no sequence number
+    last = distribute(client, 1)
+    s = subscriber(journal, "c", agent_name="sub-c")
+    s.announce(-1)
+    wait_queue(client, "c-sub-c", size=4)
+    for body in ({"mode": "first", "count": 2}, {"mode": "all"}):
+        response = client.post("/queues/c-sub-c/clear", json=body)
+        assert response.status_code == 200, response.text
+    numbered, by_offset = commands(journal)[-2:]
+    assert numbered.clear_command.offset == first[1]
+    assert numbered.clear_command.sequence == package_numbers(journal)[first[1]] > 0
+    assert by_offset.clear_command.offset == last[0] > foreign
+    assert by_offset.clear_command.sequence == 0
+    s.announce(first[1])  # the subscriber applied the first: the rest starts at the foreign one
+    wait_queue(client, "c-sub-c", size=2)
+    response = client.post("/queues/c-sub-c/clear", json={"mode": "head"})
+    assert response.json()["clearOffset"] == foreign
+    assert commands(journal)[-1].clear_command.sequence == 0
+
+
 def package_numbers(journal: SqliteJournal) -> dict[int, int]:
     """Offset -> sequence number of the packages distributed."""
     with journal.consumer(TOPICS.package, Position.earliest()) as consumer:
