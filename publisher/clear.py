@@ -6,9 +6,9 @@ up to an offset. The command also carries that package's sequence number (the hi
 to that offset, journal/sequence.py), which an scd subscriber obeys instead of the offset: a
 subscriber reading another region's mirror (docs/regions.md) has other offsets, the same
 numbers. A clear that removes a package nobody numbered (a foreign writer's) carries no number
-and is obeyed by offset: that package has no other name. The subscriber skips the packages up to there with REMOVED status, even one it is
-retrying, and keeps the largest clear it was ever sent. Non-editable subscribers refuse
-clears, so they are refused here already (409).
+and is obeyed by offset: that package has no other name. The subscriber skips the packages up
+to there with REMOVED status, even one it is retrying, and keeps the largest clear it was ever
+sent. Non-editable subscribers refuse clears, so they are refused here already (409).
 """
 
 from __future__ import annotations
