@@ -157,7 +157,7 @@ class ImportLoop:
         self._holding = False
         epoch = self.role.epoch
         if epoch is not None:
-            self.store.claim(epoch, self.role.owner)
+            epoch = self._claim(epoch)
         self._epoch = epoch
         state = self.store.open()
         offset = state.offset
@@ -165,6 +165,21 @@ class ImportLoop:
         self.bookkeeping.send_pending_statuses()
         # The stored offset may be another log's (a mirror, a moved clone): placed by sequence.
         self._position(resume_offset(self.journal, self.topic, offset, state.sequences))
+
+    def _claim(self, epoch: int) -> int:
+        """Claim the store with the lease's epoch; the epoch claimed. A store holding claims of
+        that epoch or a later one that its lease never handed out (a clone, seeded from another
+        store's table without its lease) is claimed with the epoch above them once the lease
+        carries it: a compare-and-swap, which a deposed holder fails (``WriterDeposed``)."""
+        try:
+            self.store.claim(epoch, self.role.owner)
+            return epoch
+        except WriterDeposed:
+            above = self.store.writer_epoch() + 1
+            if above <= epoch or not self.role.raise_epoch(epoch, above):
+                raise
+        self.store.claim(above, self.role.owner)
+        return above
 
     def _position(self, next_offset: int | None) -> None:
         """Open the consumer at the next offset (None: a new store's), unless the package

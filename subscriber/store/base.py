@@ -101,6 +101,9 @@ class Store(Protocol):
         smaller epochs fail from now on, and so do this process's writes once a later epoch
         claims it. Raises ``WriterDeposed`` when a later epoch already did."""
 
+    def writer_epoch(self) -> int:
+        """The highest writer epoch that claimed the store (0: none)."""
+
     def open(self) -> StoreState:
         """Create the store if needed and load its state."""
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
 from typing import Any
 
@@ -121,9 +122,18 @@ class DeltaStore:
         self.state: StoreState | None = None
         # Commits since this process last checkpointed the table (``checkpoint``).
         self.commits_since_checkpoint = 0
+        self._counts = threading.Lock()  # guards that count and ``state.scopes`` (_count)
         self.guard = WriterGuard(spark, location)
         self._maintenance_spark: Any = None
         self._pause_rows = 0  # the highest pause row's number (0: none)
+
+    def _count(self, commits: int, scopes: int = 0) -> None:
+        """Add to the commits towards the next checkpoint and to the scopes not yet folded: the
+        import thread and the maintenance thread both change them (``+=`` is not atomic)."""
+        with self._counts:
+            self.commits_since_checkpoint += commits
+            if scopes and self.state is not None:
+                self.state.scopes = max(0, self.state.scopes + scopes)
 
     # ------------------------------------------------------------------ the writer guard
     def claim(self, epoch: int, owner: str) -> None:
@@ -141,6 +151,20 @@ class DeltaStore:
             options={CHECKPOINT_PROPERTY: str(CHECKPOINT_INTERVAL)} if created else None,
         )
         log.info("content store %s claimed by %s (writer epoch %d)", self.location, owner, epoch)
+
+    def writer_epoch(self) -> int:
+        """The highest writer epoch a claim recorded in the table (0: none, or no table). A
+        clone carries its source's claims, under the source's location."""
+        if not self.exists():
+            return 0
+        rows = (
+            self.spark.read.format("delta")
+            .load(self.location)
+            .where(f"kind = '{KIND_META}' AND path LIKE 'writer@%'")
+            .select("info")
+            .collect()
+        )
+        return max((int(json.loads(row.info)["epoch"]) for row in rows), default=0)
 
     # ------------------------------------------------------------------ lifecycle
     def exists(self) -> bool:
@@ -253,7 +277,7 @@ class DeltaStore:
         for key, value in (options or {}).items():
             writer = writer.option(key, value)
         self.guard.save(writer)
-        self.commits_since_checkpoint += 1
+        self._count(1)
 
     def _default_checkpoint_interval(self) -> None:
         """Give a table without a checkpoint interval the store's (a table made elsewhere, or by
@@ -281,7 +305,7 @@ class DeltaStore:
         finally:
             # Also after a failure: the next try comes after as many commits again. Imports
             # committed meanwhile (it runs beside them) count towards the next one.
-            self.commits_since_checkpoint -= counted
+            self._count(-counted)
 
     def commit(self, changes: ChangeSet) -> None:
         """Apply a batch: node versions, scopes, offset and statuses in one appending commit."""
@@ -335,7 +359,7 @@ class DeltaStore:
             )
         self.state.offset = last.offset
         self.state.pending_statuses.extend(statuses)
-        self.state.scopes += len(changes.scopes)
+        self._count(0, len(changes.scopes))
         for agent, number in changes.sequences.items():
             self.state.sequences[agent] = max(self.state.sequences.get(agent, 0), number)
 
@@ -456,7 +480,7 @@ class DeltaStore:
             DeltaTable.forPath(self.spark, self.location).delete(
                 f"{statuses} OR (kind = '{KIND_OFFSET}' AND offset < {floor})"
             )
-            self.commits_since_checkpoint += 1
+            self._count(1)
         self.state.pending_statuses = [
             s for s in self.state.pending_statuses if s[0] > up_to_offset
         ]
@@ -466,8 +490,7 @@ class DeltaStore:
         outcome, folded = current_tree.fold(self.maintenance_spark, self.location, max_scopes)
         # Imports may have added scopes meanwhile (the fold runs beside them): only what it
         # removed is taken off.
-        self.state.scopes = max(0, self.state.scopes - folded)
-        self.commits_since_checkpoint += 1
+        self._count(1, -folded)
         return outcome
 
     # ------------------------------------------------------------------ maintenance
@@ -502,19 +525,19 @@ class DeltaStore:
         outcome = delta_maintenance.compact(
             self.maintenance_spark, self.location, target_file_bytes
         )
-        self.commits_since_checkpoint += 1
+        self._count(1)
         return outcome
 
     def vacuum(self, *, full: bool) -> StepOutcome:
         outcome = delta_maintenance.vacuum(self.maintenance_spark, self.location, full=full)
-        self.commits_since_checkpoint += 2  # VACUUM START and END
+        self._count(2)  # VACUUM START and END
         return outcome
 
     def set_retention(self, retention_s: float, log_retention_s: float) -> bool:
         changed = delta_maintenance.set_retention(
             self.spark, self.location, retention_s, log_retention_s
         )
-        self.commits_since_checkpoint += int(changed)
+        self._count(int(changed))
         return changed
 
     # ------------------------------------------------------------------ reads

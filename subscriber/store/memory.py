@@ -88,6 +88,9 @@ class MemoryStore:
         self.shared.epoch = self.epoch = epoch
         self.shared.claims.append((epoch, owner))
 
+    def writer_epoch(self) -> int:
+        return self.shared.epoch
+
     def _guard(self) -> None:
         """Refuse a write of a deposed view, as Delta drops it."""
         if self.epoch is not None and self.epoch < self.shared.epoch:

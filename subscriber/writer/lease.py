@@ -259,9 +259,20 @@ class WriterLease:
     def renew(self) -> bool:
         """Rewrite the lease; False (and no longer held) when another process took it."""
         assert self.epoch is not None, "acquire the lease first"
+        return self._rewrite(self.epoch)
+
+    def raise_epoch(self, epoch: int) -> bool:
+        """Hold the lease with ``epoch`` from now on: the store holds claims of an epoch this
+        lease never handed out (a clone of another store, a lease that was deleted). False (and
+        no longer held) when another process took the lease: only its holder can raise it."""
+        assert self.epoch is not None, "acquire the lease first"
+        assert epoch > self.epoch
+        return self._rewrite(epoch)
+
+    def _rewrite(self, epoch: int) -> bool:
         assert self.holder is not None
         started = self.clock()
-        record = LeaseRecord(self.owner, self.epoch, self.holder.renewals + 1, self.ttl_s)
+        record = LeaseRecord(self.owner, epoch, self.holder.renewals + 1, self.ttl_s)
         token = self.lease.swap(record, self._token)
         if token is None:
             self.drop()

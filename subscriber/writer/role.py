@@ -65,6 +65,24 @@ class WriterRole:
     def owner(self) -> str:
         return "" if self.lease is None else self.lease.owner
 
+    def raise_epoch(self, claimed: int, epoch: int) -> bool:
+        """Hold the lease with ``epoch`` instead of ``claimed`` (the store holds claims up to
+        ``epoch - 1``, which this lease never handed out); False when it is no longer held."""
+        with self._lock:
+            lease = self.lease
+            if lease is None or lease.epoch != claimed or not lease.raise_epoch(epoch):
+                return False
+        log.warning(
+            "%s: writer epoch raised from %d to %d: the store holds claims of epoch %d, which "
+            "its lease %s never handed out (a clone of another store, or a deleted lease)",
+            self.name,
+            claimed,
+            epoch,
+            epoch - 1,
+            lease.where,
+        )
+        return True
+
     def step_down(self, reason: str) -> None:
         """The store refused a write of this process, or its lease lapsed: stop writing."""
         with self._lock:

@@ -5,7 +5,9 @@
   in the middle of the import: the standby takes over within 30 s and imports the rest;
 * a zombie: an agent whose lease still looks valid to it (its clock stood still, as in a
   SIGSTOP) after another agent took over commits to the store: Delta drops the commit and the
-  zombie steps down.
+  zombie steps down;
+* a clone: a store copied without its lease (seeding a new subscriber) is claimed by its new
+  writer at once, above the epoch its source's claims left in the table.
 
 Each checks the Delta history (every offset committed once) and the content (the reference
 model of the packages, applied once each, in order).
@@ -17,6 +19,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,7 +34,7 @@ import pytest
 from journal.wire import messages as m
 from subscriber.agent import SubscriberAgent
 from subscriber.store.delta import DeltaStore
-from subscriber.writer.lease import WriterLease, lease_object
+from subscriber.writer.lease import LEASE_DIR, WriterLease, lease_object
 from tests import services
 from tests.services import S3Service
 from tests.subscriber import harness as h
@@ -252,3 +255,48 @@ def test_a_zombie_writer_is_refused_by_delta_and_steps_down(
     history = store.history()
     writers = [c["metadata"] for c in history if c["metadata"] and "writer" in c["metadata"]]
     assert writers == [{"writer": "zombie", "epoch": 1}, {"writer": "successor", "epoch": 2}]
+
+
+@pytest.mark.timeout(600)
+def test_a_cloned_store_is_claimed_at_once_above_its_sources_epoch(env: Env, spark: Any) -> None:
+    source, clone = env.tmp / "source", env.tmp / "clone"
+
+    def agent(location: Path, name: str) -> SubscriberAgent:
+        # A clock that stands still: the lease stays valid without a renewal thread.
+        lease = WriterLease(
+            lease_object(str(location), env.bs), name, TTL_S, RENEW_S, FrozenClock()
+        )
+        settings = h.subscriber_settings(
+            env.js, env.bs, env.tmp, store_path=str(location), maintenance_enabled=False
+        )
+        made = SubscriberAgent(
+            settings,
+            env.journal,
+            DeltaStore(spark, str(location)),
+            env.blobs,
+            lease=lease,
+        )
+        made.open()
+        return made
+
+    def send(i: int) -> int:
+        return env.send(package(f"p{i}", m.ReqType.ADD, [(f"/p{i}", True)], [node(f"/p{i}")]))
+
+    offsets = [send(i) for i in range(3)]
+    first = agent(source, "source")
+    h.drive(first, lambda: first.processed_offset == offsets[-1])
+    first.stop()
+    # The table and its log, not the lease (docs/content-store.md, seeding by cloning).
+    shutil.copytree(source, clone, ignore=shutil.ignore_patterns(LEASE_DIR))
+    offsets.append(send(3))
+
+    second = agent(clone, "clone")
+    h.drive(second, lambda: second.processed_offset == offsets[-1])
+    assert second.health().role == "active (writer epoch 2)"  # its lease's 1 was refused
+    store = DeltaStore(spark, str(clone))
+    assert h.committed_offsets(store) == offsets  # the source's three, the clone's one
+    assert sorted(n.path for n in store.nodes()) == [f"/p{i}" for i in range(4)]
+    history = store.history()
+    writers = [c["metadata"] for c in history if c["metadata"] and "writer" in c["metadata"]]
+    assert writers == [{"writer": "source", "epoch": 1}, {"writer": "clone", "epoch": 2}]
+    second.stop()

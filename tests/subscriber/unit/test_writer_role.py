@@ -86,6 +86,21 @@ def test_a_released_lease_is_taken_at_once() -> None:
     assert b.epoch == 2
 
 
+def test_only_the_holder_raises_its_epoch() -> None:
+    shared, clock_a, clock_b = MemoryLease(), Clock(), Clock()
+    a, b = lease(shared, "a", clock_a), lease(shared, "b", clock_b)
+    assert a.try_acquire()
+    assert a.raise_epoch(5)
+    assert (a.epoch, a.held) == (5, True)
+    assert not b.try_acquire()
+    clock_b.now += TTL_S
+    assert b.try_acquire()  # a stopped renewing: b takes over above the raised epoch
+    assert b.epoch == 6
+    assert not a.raise_epoch(9)  # a deposed holder cannot: the swap of its version fails
+    assert not a.held
+    assert b.renew()
+
+
 # ---------------------------------------------------------------------- the memory store
 def test_memory_store_refuses_a_deposed_writer() -> None:
     store = MemoryStore()
@@ -192,6 +207,27 @@ def test_a_zombie_writer_is_refused_by_the_store_and_steps_down(
     assert store.committed_offsets() == offsets + late
     changes = a.metrics.render().decode()
     assert 'scd_store_writer_role_changes_total{agent="sub",role="standby"} 1.0' in changes
+
+
+def test_a_store_claimed_under_another_lease_is_claimed_above_its_epoch(
+    local_env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A clone carries its source's claims (epoch 3 here), not its lease: the new lease starts
+    at epoch 1, which the store refuses. The holder raises its lease above the store's epoch
+    and claims with that, at once, instead of standing by."""
+    offsets = send(local_env, 2)
+    store, shared = MemoryStore(), MemoryLease()
+    store.claim(3, "source")
+    with caplog.at_level(logging.WARNING, logger="subscriber.writer.role"):
+        agent = local_env.memory_agent(store.view(), lease(shared, "clone", Clock()))
+        agent.loop.step()
+    assert agent.processed_offset == offsets[-1]
+    assert agent.health().role == "active (writer epoch 4)"
+    assert store.shared.claims == [(3, "source"), (4, "clone")]
+    record = shared.read()
+    assert record is not None
+    assert record[0].epoch == 4
+    assert "writer epoch raised from 1 to 4: the store holds claims of epoch 3" in caplog.text
 
 
 def test_a_writer_whose_lease_cannot_be_renewed_stops_before_it_lapses(local_env: Env) -> None:
