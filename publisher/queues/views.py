@@ -156,11 +156,14 @@ class Queues:
             return len(queues), queues[skip:] if limit is None else queues[skip : skip + limit]
         alive = self.discovery.alive()
         subscribers = alive[skip:] if limit is None else alive[skip : skip + limit]
-        offsets = [o for s in subscribers if (o := self.processed_offset(s)) is not None]
+        processed = [self.processed_offset(s) for s in subscribers]
+        offsets = [o for o in processed if o is not None]
         if offsets:
             self.cache.ensure(min(offsets) + 1)
         upto = self.cache.next_offset - 1  # one log end for every queue of the answer
-        return len(alive), [self._summary(s, upto) for s in subscribers]
+        return len(alive), [
+            self._summary(s, o, upto) for s, o in zip(subscribers, processed, strict=True)
+        ]
 
     def aggregated_names(self) -> list[str]:
         """The aggregated queues that have members now, by name."""
@@ -183,12 +186,13 @@ class Queues:
 
     def _aggregated(self, name: str) -> QueueSummary:
         members = self.members(name)
-        offsets = [o for s in members if (o := self.processed_offset(s)) is not None]
+        each = [self.processed_offset(s) for s in members]
+        offsets = [o for o in each if o is not None]
         processed = min(offsets) if offsets else None
         if processed is not None:
             self.cache.ensure(processed + 1)
         upto = self.cache.next_offset - 1
-        summaries = [self._summary(s, upto) for s in members]
+        summaries = [self._summary(s, o, upto) for s, o in zip(members, each, strict=True)]
         behind = [x for x in summaries if x.processed_offset is not None]
         lowest = [x for x in behind if x.processed_offset == processed]
         head = self.cache.head_after(processed, upto) if processed is not None else None
@@ -221,14 +225,13 @@ class Queues:
         processed = self.processed_offset(subscriber)
         if processed is not None:
             self.cache.ensure(processed + 1)
-        return self._summary(subscriber, self.cache.next_offset - 1)
+        return self._summary(subscriber, processed, self.cache.next_offset - 1)
 
-    def _summary(self, subscriber: Subscriber, upto: int) -> QueueSummary:
-        """The subscriber's queue up to the log end ``upto`` (the packages the cache read by
-        the time the answer began)."""
+    def _summary(self, subscriber: Subscriber, processed: int | None, upto: int) -> QueueSummary:
+        """The queue of a subscriber that processed up to ``processed`` (its processed_offset),
+        up to the log end ``upto`` (the packages the cache read by the time the answer began)."""
         name = subscriber.queue_name
         state = subscriber.states.get(self.agent_name)
-        processed = self.processed_offset(subscriber)
         error_size = self.errors.size(name)
         head = self.cache.head_after(processed, upto) if processed is not None else None
         if state is None or processed is None or head is None:

@@ -325,11 +325,13 @@ def test_one_answer_shows_every_queue_on_one_log_end_while_the_tail_grows(
     grown: list[int] = []
     summary = Queues._summary
 
-    def grows_between(queues: Queues, subscriber: Subscriber, upto: int) -> QueueSummary:
+    def grows_between(
+        queues: Queues, subscriber: Subscriber, processed: int | None, upto: int
+    ) -> QueueSummary:
         if not grown:  # a package arrives after the first queue was computed
             grown.extend(region.send(13, 13))
             region.drain()
-        return summary(queues, subscriber, upto)
+        return summary(queues, subscriber, processed, upto)
 
     monkeypatch.setattr(Queues, "_summary", grows_between)
     _, summaries = region.queues.page()
