@@ -106,16 +106,28 @@ unhealthy_services() {
 }
 
 cmd_up() {
-    local started rc=0
+    local started rc deadline
     started="$(scd_now)"
     cmd_build
     scd_log "starting the cluster"
-    compose up -d --wait --wait-timeout "$UP_TIMEOUT_S" "$@" || rc=$?
-    if ((rc != 0)); then
-        scd_log "not every service became healthy within ${UP_TIMEOUT_S}s:"
-        unhealthy_services >&2 || true
-        scd_die "the cluster did not come up (logs: deploy/compose.sh logs SERVICE)"
-    fi
+    deadline=$((SECONDS + UP_TIMEOUT_S))
+    # On a loaded machine a healthcheck can fail a few times in a row (a probe slower than its
+    # timeout) and the service shows unhealthy for a moment: compose then gives up on what
+    # depends on it ("dependency failed to start") although it turns healthy seconds later.
+    # up is idempotent: ask again until the deadline.
+    while :; do
+        rc=0
+        compose up -d --wait --wait-timeout "$((deadline - SECONDS))" "$@" || rc=$?
+        ((rc == 0)) && break
+        if ((SECONDS + 10 >= deadline)); then
+            scd_log "not every service became healthy within ${UP_TIMEOUT_S}s:"
+            unhealthy_services >&2 || true
+            scd_die "the cluster did not come up (logs: deploy/compose.sh logs SERVICE)"
+        fi
+        scd_log "not every service is healthy yet ($(unhealthy_services | cut -d'|' -f1,3 \
+            | tr '\n' ' ')): starting the rest again"
+        sleep 5
+    done
     scd_log "cluster up in $(scd_elapsed "$started")s: publisher on" \
         "http://127.0.0.1:$(env_value SCD_COMPOSE_PUBLISHER_PORT 28080); every subscriber holds a position"
 }
