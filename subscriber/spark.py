@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from subscriber.settings import SubscriberSettings
+
+log = logging.getLogger(__name__)
 
 # Maven coordinates Spark resolves (through Ivy, from ~/.m2 or Maven Central) when no local
 # jars are configured. Versions match pyspark 4.0.x (Scala 2.13) and delta-spark 4.0.1.
@@ -20,13 +23,27 @@ SPARK_LOG_LEVEL = "ERROR"
 # queued before it (tens of seconds on a million-node store); with these pools its tasks take
 # the next free core.
 SCHEDULER_POOLS = Path(__file__).with_name("spark_pools.xml")
+# The JDK logs each class it cannot archive (hundreds: generated, signed-jar and pre-Java-6
+# classes) and a warning when an archive does not match: neither is the user's concern.
+QUIET_CLASS_ARCHIVE = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def class_archive_options(archive: Path) -> str:
+    """The driver JVM's options that map the class-data archive ``archive``
+    (subscriber/spark_archive.py); ``-Xshare:auto``: without it when it does not match this JDK
+    and Spark's classpath."""
+    return f"-XX:SharedArchiveFile={archive} -Xshare:auto {QUIET_CLASS_ARCHIVE}"
 
 
 def spark_config(
-    settings: SubscriberSettings, stores: Sequence[str] | None = None
+    settings: SubscriberSettings,
+    stores: Sequence[str] | None = None,
+    *,
+    java_options: str | None = None,
 ) -> dict[str, str]:
     """``stores``: the store paths the session serves (a daemon's agents; None: the one of
-    ``settings``), for s3a's jars and configuration."""
+    ``settings``), for s3a's jars and configuration. ``java_options``: the driver JVM's, instead
+    of those of the settings' class archive."""
     config = {
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -41,6 +58,14 @@ def spark_config(
         "spark.scheduler.mode": "FAIR",
         "spark.scheduler.allocation.file": str(SCHEDULER_POOLS),
     }
+    archive = settings.spark_class_archive
+    if java_options is None and archive is not None:
+        if archive.is_file():
+            java_options = class_archive_options(archive)
+        else:
+            log.warning("Spark class archive %s missing: starting without it", archive)
+    if java_options:
+        config["spark.driver.extraJavaOptions"] = java_options
     paths = [settings.store_path] if stores is None else stores
     on_s3 = any(path.startswith("s3a://") for path in paths)
     if settings.spark_jars:
@@ -72,12 +97,16 @@ def spark_config(
 
 
 def spark_session(
-    settings: SubscriberSettings, app_name: str, *, stores: Sequence[str] | None = None
+    settings: SubscriberSettings,
+    app_name: str,
+    *,
+    stores: Sequence[str] | None = None,
+    java_options: str | None = None,
 ) -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(settings.spark_master).appName(app_name)
-    for key, value in spark_config(settings, stores).items():
+    for key, value in spark_config(settings, stores, java_options=java_options).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(SPARK_LOG_LEVEL)

@@ -28,6 +28,7 @@ import secrets
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -576,9 +577,13 @@ def local_spark() -> Iterator[Any]:
     """
     from pyspark.sql import SparkSession
 
+    from subscriber.spark import class_archive_options
+
+    archive = spark_class_archive()
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("scd-tests")
+        .config("spark.driver.extraJavaOptions", class_archive_options(archive) if archive else "")
         .config("spark.jars", ",".join(spark_jars(s3a=True)))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config(
@@ -609,6 +614,38 @@ def use_s3(spark: Any, s3: S3Service) -> None:
         "fs.s3a.secret.key": s3.secret_key,
     }.items():
         hadoop.set(key, value)
+
+
+def spark_class_archive() -> Path | None:
+    """The class-data archive of the tests' Spark JVMs (subscriber/spark_archive.py) in
+    SCD_HOME, named after the JDK and pyspark it is valid for; built by the first caller (about
+    90 s, once per machine). None while another process builds it: its caller's JVMs start
+    without it meanwhile."""
+    import fcntl
+
+    import pyspark
+
+    java = Path(os.path.realpath(shutil.which("java") or "java"))
+    key = f"{pyspark.__version__}-{java.parent.parent.name}-{java.stat().st_mtime_ns}"
+    archive = scd_home() / "spark" / f"classes-{key}.jsa"
+    if archive.is_file():
+        return archive
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with open(archive.with_suffix(".lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None
+        if not archive.is_file():
+            built = subprocess.run(
+                [sys.executable, "-m", "scd", "spark-archive", str(archive)],
+                env={**os.environ, "SCD_SUBSCRIBER_SPARK_JARS": ",".join(spark_jars())},
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            assert built.returncode == 0, f"scd spark-archive failed:\n{built.stderr[-3000:]}"
+    return archive
 
 
 def spark_jars(*, s3a: bool = False) -> list[str]:

@@ -189,6 +189,7 @@ def child_env(env: Env, store: Path, *, broken: bool, batch_max: int) -> dict[st
         "WRITER_LEASE_TTL_S": "3",
         "WRITER_LEASE_RENEW_S": "1",
         "SPARK_JARS": ",".join(services.spark_jars()),
+        "SPARK_CLASS_ARCHIVE": os.environ.get("SCD_SUBSCRIBER_SPARK_CLASS_ARCHIVE", ""),
     }
     journal = {
         "BACKEND": "kafka",
