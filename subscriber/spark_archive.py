@@ -47,7 +47,12 @@ def build(settings: SubscriberSettings, archive: Path) -> float:
     partial.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="scd-spark-archive-") as scratch:
         training = settings.model_copy(
-            update={"store_path": str(Path(scratch) / "store"), "spark_class_archive": None}
+            # A local driver: the archive holds the driver's classes, wherever tasks run.
+            update={
+                "store_path": str(Path(scratch) / "store"),
+                "spark_class_archive": None,
+                "spark_master": "local[2]",
+            }
         )
         spark = spark_session(
             training,

@@ -189,6 +189,8 @@ class ClusterScript:
                 "SCD_PUBLISHER_LEADER_TOPIC": f"{name}.leader",
                 # The jars deploy/ already fetched (the fresh SCD_HOME has none).
                 "SCD_SUBSCRIBER_SPARK_JARS": ",".join(services.spark_jars(s3a=True)),
+                # The run's class archive (tests/conftest.py); "": none yet, start without.
+                "SCD_SUBSCRIBER_SPARK_CLASS_ARCHIVE": str(services.spark_class_archive() or ""),
                 **settings,
             }
         )
