@@ -15,7 +15,6 @@ starts without it (only slower), so a stale archive is never an error.
 
 from __future__ import annotations
 
-import logging
 import os
 import tempfile
 import time
@@ -28,8 +27,6 @@ from subscriber.settings import SubscriberSettings
 from subscriber.spark import QUIET_CLASS_ARCHIVE, spark_session
 from subscriber.store.changes import ChangeSet, Unit
 from subscriber.store.delta import DeltaStore
-
-log = logging.getLogger(__name__)
 
 # The training import: enough packages for every kind of commit the store makes.
 TRAINING_PACKAGES = 6
