@@ -222,12 +222,13 @@ api_token() {
     cat "$TOKEN_FILE"
 }
 
-# class_archive: the subscribers' Spark class-data archive ($SCD_HOME/spark, one per pyspark
-# version), built on first use (about 90 s, once): each subscriber's JVM then starts faster.
+# class_archive: the subscribers' Spark class-data archive ($SCD_HOME/spark, named after the
+# JDK and Spark install it is valid for), built on first use (about 90 s, once per install):
+# each subscriber's JVM then starts faster.
 class_archive() {
-    local version archive
-    version="$("$PYTHON" -c 'import pyspark; print(pyspark.__version__)')"
-    archive="$SCD_HOME/spark/classes-$version.jsa"
+    local name archive
+    name="$("$PYTHON" -c 'from subscriber.spark import default_class_archive_name as n; print(n())')"
+    archive="$SCD_HOME/spark/$name"
     if [[ ! -f "$archive" ]]; then
         scd_log "building the Spark class archive $archive (once)"
         SCD_SUBSCRIBER_SPARK_JARS="$1" "$SCD" spark-archive "$archive" >&2

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +39,60 @@ def class_archive_options(archive: Path) -> str:
     return f"-XX:SharedArchiveFile={archive} -Xshare:auto {QUIET_CLASS_ARCHIVE}"
 
 
+def class_archive_fingerprint() -> str:
+    """What an archive is valid for, as canonical JSON: the JVM PySpark starts (its real path
+    and build) and the Spark jars folder on its classpath (``spark_jars``: path and version)."""
+    import pyspark
+
+    java_home = os.environ.get("JAVA_HOME")
+    java = Path(java_home) / "bin" / "java" if java_home else Path(shutil.which("java") or "java")
+    java = java.resolve()
+    spark_home = os.environ.get("SPARK_HOME") or str(Path(pyspark.__file__).parent)
+    described = {
+        "java": str(java),
+        "java_build": java.stat().st_mtime_ns if java.exists() else None,
+        "spark_jars": str((Path(spark_home) / "jars").resolve()),
+        "pyspark": pyspark.__version__,
+    }
+    return json.dumps(described, sort_keys=True)
+
+
+def class_archive_fingerprint_file(archive: Path) -> Path:
+    return archive.with_name(f"{archive.name}.fingerprint")
+
+
+def default_class_archive_name() -> str:
+    """An archive file name for this JDK and Spark install: one built for another never has it."""
+    import pyspark
+
+    digest = hashlib.sha256(class_archive_fingerprint().encode()).hexdigest()[:16]
+    return f"classes-{pyspark.__version__}-{digest}.jsa"
+
+
+def class_archive_matches(archive: Path) -> bool:
+    """False when ``archive`` was built for another JDK or Spark install; True when it was built
+    for this one or its fingerprint is unknown (the JDK's own check then decides)."""
+    try:
+        built_for = class_archive_fingerprint_file(archive).read_text().strip()
+    except FileNotFoundError:
+        return True
+    return built_for == class_archive_fingerprint()
+
+
+def _class_archive_java_options(archive: Path) -> str | None:
+    if not archive.is_file():
+        log.warning("Spark class archive %s missing: starting without it", archive)
+        return None
+    if not class_archive_matches(archive):
+        log.warning(
+            "Spark class archive %s was built for another JDK or Spark install: starting "
+            "without it (rebuild it with scd spark-archive)",
+            archive,
+        )
+        return None
+    return class_archive_options(archive)
+
+
 def spark_config(
     settings: SubscriberSettings,
     stores: Sequence[str] | None = None,
@@ -60,10 +118,7 @@ def spark_config(
     }
     archive = settings.spark_class_archive
     if java_options is None and archive is not None:
-        if archive.is_file():
-            java_options = class_archive_options(archive)
-        else:
-            log.warning("Spark class archive %s missing: starting without it", archive)
+        java_options = _class_archive_java_options(archive)
     if java_options:
         config["spark.driver.extraJavaOptions"] = java_options
     paths = [settings.store_path] if stores is None else stores

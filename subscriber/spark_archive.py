@@ -9,8 +9,11 @@ share the archive's pages.
 
 ``scd spark-archive PATH`` builds one: a JVM started with the subscriber's Spark settings runs
 a small import on a scratch store and writes the classes it loaded when it exits. An archive is
-valid for the JDK and the Spark jars that built it; a JVM given one built by another silently
-starts without it (only slower), so a stale archive is never an error.
+valid only for the JDK and the Spark classpath (down to the jars folder's path) that built it:
+the JDK silently ignores any other. So the build writes the fingerprint of both beside the
+archive (``PATH.fingerprint``), and a session given an archive whose fingerprint differs says so
+and starts without it. ``subscriber.spark.default_class_archive_name()`` changes with the
+fingerprint.
 """
 
 from __future__ import annotations
@@ -24,7 +27,12 @@ from typing import Any
 from journal.content.package import ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
 from subscriber.settings import SubscriberSettings
-from subscriber.spark import QUIET_CLASS_ARCHIVE, spark_session
+from subscriber.spark import (
+    QUIET_CLASS_ARCHIVE,
+    class_archive_fingerprint,
+    class_archive_fingerprint_file,
+    spark_session,
+)
 from subscriber.store.changes import ChangeSet, Unit
 from subscriber.store.delta import DeltaStore
 
@@ -62,6 +70,10 @@ def build(settings: SubscriberSettings, archive: Path) -> float:
             _stop_jvm(spark)
     if not partial.is_file():
         raise RuntimeError(f"the JVM wrote no class archive to {partial}")
+    # The fingerprint first: a session that sees the new archive also sees what it is for.
+    described = partial.with_suffix(".fingerprint")
+    described.write_text(class_archive_fingerprint() + "\n")
+    os.replace(described, class_archive_fingerprint_file(archive))
     os.replace(partial, archive)
     return time.monotonic() - started
 

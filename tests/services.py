@@ -22,6 +22,7 @@ Docker Hub too, so it is turned off: every container is stopped by the fixture t
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import secrets
@@ -618,16 +619,14 @@ def use_s3(spark: Any, s3: S3Service) -> None:
 
 def spark_class_archive() -> Path | None:
     """The class-data archive of the tests' Spark JVMs (subscriber/spark_archive.py) in
-    SCD_HOME, named after the JDK and pyspark it is valid for; built by the first caller (about
-    90 s, once per machine). None while another process builds it: its caller's JVMs start
-    without it meanwhile."""
+    SCD_HOME, named after the JDK and Spark install it is valid for; built by the first caller
+    (about 90 s, once per install). None while another process builds it: its caller's JVMs
+    start without it meanwhile."""
     import fcntl
 
-    import pyspark
+    from subscriber.spark import default_class_archive_name
 
-    java = Path(os.path.realpath(shutil.which("java") or "java"))
-    key = f"{pyspark.__version__}-{java.parent.parent.name}-{java.stat().st_mtime_ns}"
-    archive = scd_home() / "spark" / f"classes-{key}.jsa"
+    archive = scd_home() / "spark" / default_class_archive_name()
     if archive.is_file():
         return archive
     archive.parent.mkdir(parents=True, exist_ok=True)
@@ -637,6 +636,7 @@ def spark_class_archive() -> Path | None:
         except BlockingIOError:
             return None
         if not archive.is_file():
+            _remove_orphaned_class_archives(archive.parent)
             built = subprocess.run(
                 [sys.executable, "-m", "scd", "spark-archive", str(archive)],
                 env={**os.environ, "SCD_SUBSCRIBER_SPARK_JARS": ",".join(spark_jars())},
@@ -646,6 +646,22 @@ def spark_class_archive() -> Path | None:
             )
             assert built.returncode == 0, f"scd spark-archive failed:\n{built.stderr[-3000:]}"
     return archive
+
+
+def _remove_orphaned_class_archives(folder: Path) -> None:
+    """Archives of Spark installs that are gone (each clone's .venv is one; CI clones afresh),
+    about 190 MB each."""
+    from subscriber.spark import class_archive_fingerprint_file
+
+    for archive in folder.glob("classes-*.jsa"):
+        fingerprint = class_archive_fingerprint_file(archive)
+        try:
+            jars = json.loads(fingerprint.read_text())["spark_jars"]
+        except (OSError, ValueError, KeyError, TypeError):
+            jars = None
+        if jars is None or not Path(jars).is_dir():
+            for path in (archive, fingerprint, archive.with_suffix(".lock")):
+                path.unlink(missing_ok=True)
 
 
 def spark_jars(*, s3a: bool = False) -> list[str]:

@@ -5,12 +5,14 @@ subscriber's JVM, and harmless when missing, corrupt or built elsewhere."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from subscriber.spark import class_archive_fingerprint_file
 from tests import services
 
 pytestmark = [pytest.mark.integration]
@@ -56,14 +58,23 @@ def test_the_driver_maps_the_archive_and_starts_without_one(tmp_path: Path) -> N
     assert FROM_ARCHIVE not in loaded
 
 
-@pytest.mark.parametrize("archive", ["missing", "corrupt"])
-def test_a_missing_or_corrupt_archive_costs_only_speed(tmp_path: Path, archive: str) -> None:
+@pytest.mark.parametrize("archive", ["missing", "corrupt", "built elsewhere"])
+def test_a_missing_corrupt_or_foreign_archive_costs_only_speed(
+    tmp_path: Path, archive: str
+) -> None:
     path = tmp_path / "classes.jsa"
     if archive == "corrupt":
         path.write_bytes(os.urandom(1 << 16))
+    if archive == "built elsewhere":  # a good archive of another JDK or Spark install
+        built = services.spark_class_archive()
+        assert built is not None, "another process is still building the archive"
+        shutil.copyfile(built, path)
+        class_archive_fingerprint_file(path).write_text("0123456789abcdef\n")
     done, loaded = content_ls(tmp_path, str(path))
     assert "no content store" in done.stderr, done.stderr[-2000:]
     assert FROM_ARCHIVE not in loaded
     assert "[cds" not in done.stdout + done.stderr  # the JDK's complaints stay quiet
     if archive == "missing":
         assert f"Spark class archive {path} missing" in done.stderr
+    if archive == "built elsewhere":
+        assert "built for another JDK or Spark install" in done.stderr

@@ -1,14 +1,22 @@
 """Subscriber settings that size the process: the JVM heap (a setting with a clear rule, so a
-typo or a hostile value is refused at start instead of reaching spark-submit) and the fold
-growth."""
+typo or a hostile value is refused at start instead of reaching spark-submit), the fold
+growth, and the class archive's fingerprint (an archive built for another install is not
+mapped)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from subscriber.settings import SubscriberSettings
-from subscriber.spark import spark_config
+from subscriber.spark import (
+    class_archive_fingerprint,
+    class_archive_fingerprint_file,
+    default_class_archive_name,
+    spark_config,
+)
 
 
 def test_the_jvm_heap_is_512m_unless_set() -> None:
@@ -30,3 +38,37 @@ def test_a_heap_that_is_not_a_jvm_size_is_refused(value: str) -> None:
 def test_a_fold_growth_out_of_range_is_refused(value: str) -> None:
     with pytest.raises(ValidationError, match="maintenance_fold_growth"):
         SubscriberSettings.model_validate({"maintenance_fold_growth": value})
+
+
+def test_the_archive_fingerprint_follows_the_jdk_and_the_spark_jars_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = class_archive_fingerprint()
+    assert class_archive_fingerprint() == here
+    name = default_class_archive_name()
+    # The Spark jars of another install (another virtualenv: the same version, another path).
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path / "other-venv" / "pyspark"))
+    assert class_archive_fingerprint() != here
+    assert default_class_archive_name() != name
+    monkeypatch.delenv("SPARK_HOME")
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text("")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    assert class_archive_fingerprint() != here
+
+
+def test_an_archive_built_for_another_install_is_not_mapped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    archive = tmp_path / "classes.jsa"
+    archive.write_bytes(b"archive")
+    settings = SubscriberSettings(spark_class_archive=archive)
+    option = f"-XX:SharedArchiveFile={archive}"
+    # Without a fingerprint (an archive from elsewhere): the JDK's own check decides.
+    assert option in spark_config(settings)["spark.driver.extraJavaOptions"]
+    class_archive_fingerprint_file(archive).write_text(class_archive_fingerprint() + "\n")
+    assert option in spark_config(settings)["spark.driver.extraJavaOptions"]
+    class_archive_fingerprint_file(archive).write_text("0123456789abcdef\n")
+    assert "spark.driver.extraJavaOptions" not in spark_config(settings)
+    assert "built for another JDK or Spark install" in caplog.text
