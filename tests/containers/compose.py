@@ -180,6 +180,7 @@ class ComposeCluster:
 
     def __init__(self) -> None:
         self._endpoints: Endpoints | None = None
+        self._ids: dict[str, str] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def script(self, *args: str, timeout: float = COMMAND_TIMEOUT_S) -> str:
@@ -253,10 +254,20 @@ class ComposeCluster:
         return names[0]
 
     def container(self, service: str) -> Container:
+        """The service's container as the engine sees it now. Its id is remembered: the tests
+        poll subscribers every few seconds, and a `docker compose ps` per poll (a compose
+        start and a parse of the file) took CPU from the cluster it waited for."""
+        known = self._ids.get(service)
+        if known is not None:
+            done = _run(["docker", "inspect", known])
+            if done.returncode == 0:
+                return Container(service, json.loads(done.stdout)[0])
+            del self._ids[service]  # removed or replaced (down, up, a recreate)
         ids = self.compose("ps", "-a", "-q", service).split()
         if len(ids) != 1:
             raise ComposeError(f"{service}: {len(ids)} containers ({ids})")
         attrs = json.loads(_checked(["docker", "inspect", ids[0]]))[0]
+        self._ids[service] = ids[0]
         return Container(service, attrs)
 
     def pause(self, service: str) -> None:

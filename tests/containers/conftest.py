@@ -28,6 +28,10 @@ from tests.containers.compose import (
 )
 from tests.services import S3Service, use_s3
 
+# The cluster's Spark JVMs run with the tests' JVM options (tests/conftest.py): every
+# `up` starts seven of them at once on the machine's two cores.
+os.environ.setdefault("SCD_COMPOSE_JAVA_TOOL_OPTIONS", os.environ.get("JAVA_TOOL_OPTIONS", ""))
+
 
 def _unavailable() -> str | None:
     reason = unavailable_reason()
