@@ -57,6 +57,10 @@ def class_archive_fingerprint() -> str:
     return json.dumps(described, sort_keys=True)
 
 
+# A fingerprint is a few hundred bytes; reading a file beside the archive stays bounded.
+FINGERPRINT_MAX_BYTES = 1 << 16
+
+
 def class_archive_fingerprint_file(archive: Path) -> Path:
     return archive.with_name(f"{archive.name}.fingerprint")
 
@@ -73,9 +77,12 @@ def class_archive_matches(archive: Path) -> bool:
     """False when ``archive`` was built for another JDK or Spark install; True when it was built
     for this one or its fingerprint is unknown (the JDK's own check then decides)."""
     try:
-        built_for = class_archive_fingerprint_file(archive).read_text().strip()
+        with class_archive_fingerprint_file(archive).open("rb") as described:
+            built_for = described.read(FINGERPRINT_MAX_BYTES).decode("utf-8").strip()
     except FileNotFoundError:
         return True
+    except (OSError, UnicodeDecodeError):
+        return False  # unreadable: as good as another install's (the JVM would refuse it too)
     return built_for == class_archive_fingerprint()
 
 

@@ -5,6 +5,7 @@ mapped)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,18 @@ def test_an_archive_built_for_another_install_is_not_mapped(
     class_archive_fingerprint_file(archive).write_text("0123456789abcdef\n")
     assert "spark.driver.extraJavaOptions" not in spark_config(settings)
     assert "built for another JDK or Spark install" in caplog.text
+
+
+@pytest.mark.parametrize("fingerprint", ["random bytes", "a directory", "huge"])
+def test_a_hostile_fingerprint_file_means_another_install(tmp_path: Path, fingerprint: str) -> None:
+    archive = tmp_path / "classes.jsa"
+    archive.write_bytes(b"archive")
+    described = class_archive_fingerprint_file(archive)
+    if fingerprint == "random bytes":
+        described.write_bytes(b"\xff\xfe\x00" + os.urandom(4096))
+    elif fingerprint == "a directory":
+        described.mkdir()
+    else:
+        described.write_text(class_archive_fingerprint() + "x" * (1 << 24))  # 16 MiB
+    config = spark_config(SubscriberSettings(spark_class_archive=archive))
+    assert "spark.driver.extraJavaOptions" not in config
