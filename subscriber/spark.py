@@ -30,6 +30,8 @@ SCHEDULER_POOLS = Path(__file__).with_name("spark_pools.xml")
 # The JDK logs each class it cannot archive (hundreds: generated, signed-jar and pre-Java-6
 # classes) and a warning when an archive does not match: neither is the user's concern.
 QUIET_CLASS_ARCHIVE = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+# A fingerprint is a few hundred bytes; reading a file beside the archive stays bounded.
+FINGERPRINT_MAX_BYTES = 1 << 16
 
 
 def class_archive_options(archive: Path) -> str:
@@ -57,10 +59,6 @@ def class_archive_fingerprint() -> str:
     return json.dumps(described, sort_keys=True)
 
 
-# A fingerprint is a few hundred bytes; reading a file beside the archive stays bounded.
-FINGERPRINT_MAX_BYTES = 1 << 16
-
-
 def class_archive_fingerprint_file(archive: Path) -> Path:
     return archive.with_name(f"{archive.name}.fingerprint")
 
@@ -73,17 +71,24 @@ def default_class_archive_name() -> str:
     return f"classes-{pyspark.__version__}-{digest}.jsa"
 
 
+def read_class_archive_fingerprint(archive: Path) -> str | None:
+    """The fingerprint written beside ``archive`` by its build (None: there is none); OSError or
+    ValueError when it cannot be read as one."""
+    try:
+        with class_archive_fingerprint_file(archive).open("rb") as described:
+            return described.read(FINGERPRINT_MAX_BYTES).decode("utf-8").strip()
+    except FileNotFoundError:
+        return None
+
+
 def class_archive_matches(archive: Path) -> bool:
     """False when ``archive`` was built for another JDK or Spark install; True when it was built
     for this one or its fingerprint is unknown (the JDK's own check then decides)."""
     try:
-        with class_archive_fingerprint_file(archive).open("rb") as described:
-            built_for = described.read(FINGERPRINT_MAX_BYTES).decode("utf-8").strip()
-    except FileNotFoundError:
-        return True
-    except (OSError, UnicodeDecodeError):
+        built_for = read_class_archive_fingerprint(archive)
+    except (OSError, ValueError):
         return False  # unreadable: as good as another install's (the JVM would refuse it too)
-    return built_for == class_archive_fingerprint()
+    return built_for is None or built_for == class_archive_fingerprint()
 
 
 def _class_archive_java_options(archive: Path) -> str | None:

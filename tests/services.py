@@ -651,15 +651,15 @@ def spark_class_archive() -> Path | None:
 def _remove_orphaned_class_archives(folder: Path) -> None:
     """Archives of Spark installs that are gone (each clone's .venv is one; CI clones afresh),
     about 190 MB each."""
-    from subscriber.spark import class_archive_fingerprint_file
+    from subscriber.spark import class_archive_fingerprint_file, read_class_archive_fingerprint
 
     for archive in folder.glob("classes-*.jsa"):
-        fingerprint = class_archive_fingerprint_file(archive)
         try:
-            jars = json.loads(fingerprint.read_text())["spark_jars"]
+            jars = json.loads(read_class_archive_fingerprint(archive) or "null")["spark_jars"]
         except (OSError, ValueError, KeyError, TypeError):
             jars = None
         if jars is None or not Path(jars).is_dir():
+            fingerprint = class_archive_fingerprint_file(archive)
             for path in (archive, fingerprint, archive.with_suffix(".lock")):
                 path.unlink(missing_ok=True)
 
