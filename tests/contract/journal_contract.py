@@ -21,6 +21,10 @@ from journal.messaging import MessagePoller, MessageSender
 from journal.wire import messages as m
 from tests.services import unique_topics
 
+# A protobuf tag of field 1 with wire type 7, which no parser accepts: garbage that random bytes
+# after it cannot turn into a valid message (64 random bytes alone sometimes are one).
+NOT_PROTOBUF = b"\x0f"
+
 NewTopic = Callable[..., str]
 
 
@@ -294,7 +298,9 @@ class JournalContract:
         sender.send(status(1))
         for name in m.MESSAGE_TYPES:
             if name != "PingMessage":  # every byte string is a valid empty PingMessage
-                journal.send(topic, os.urandom(64), headers={"type": name, "version": "1"})
+                journal.send(
+                    topic, NOT_PROTOBUF + os.urandom(63), headers={"type": name, "version": "1"}
+                )
         journal.send(topic, b"whatever", headers={"type": "FutureMessage", "version": "9"})
         journal.send(topic, b"no headers at all")
         sender.send(status(2))
