@@ -368,8 +368,9 @@ def sample_messages() -> dict[str, Message]:
 
 
 class GarbageOnEveryTopic:
-    """Random bytes under a known type, and unknown types, on each journal topic: a poller
-    logs, counts and skips them and delivers the next record."""
+    """Bytes that are no message (NOT_PROTOBUF, then random) under a known type, and unknown
+    types, on each journal topic: a poller logs, counts and skips them and delivers the next
+    record."""
 
     def test_garbage_on_every_design_topic(self, journal: Journal, unique_name: str) -> None:
         from journal.settings import JournalSettings, TopicSettings
@@ -383,7 +384,12 @@ class GarbageOnEveryTopic:
             sender = MessageSender(journal, topic)
             name = message.DESCRIPTOR.name
             key = "a" if kind in ("discovery", "command") else None
-            journal.send(topic, os.urandom(48), key=b"a", headers={"type": name, "version": "1"})
+            journal.send(
+                topic,
+                NOT_PROTOBUF + os.urandom(47),
+                key=b"a",
+                headers={"type": name, "version": "1"},
+            )
             journal.send(topic, b"\x08\x01", key=b"a", headers={"type": "NotAType", "version": "1"})
             sender.send(message, key=key)
             seen: list[Message] = []
