@@ -1,12 +1,17 @@
-"""One bench command under two Spark/Delta versions, side by side: the project's virtualenv
-(``.venv``: the pinned pyspark and delta-spark) and another (``--other-venv``, such as one with
-a newer pair), alternating the order round by round in one run, each run its own process.
+"""One bench command under two Spark/Delta versions (or two settings), side by side: the
+project's virtualenv (``.venv``: the pinned pyspark and delta-spark) and another
+(``--other-venv``, such as one with a newer pair), alternating the order round by round in
+one run, each run its own process.
 
 Each run's JSON (stdout of the bench) is reduced to its key numbers (``--key`` patterns over
 the dotted paths of its numeric fields: imports/s, publish->imported p50/p99, commit, fold and
 open times); per version the median of each over the rounds, and the other version's median
 over the pinned one's. Every version's Spark gets the Delta (and Kafka source) jars of its own
 pyspark and delta-spark: bench/local.py ``spark_jars()`` fetches another pair's from Maven.
+
+``--other-env NAME=VALUE`` sets a variable for the other side only: with the default
+``--other-venv`` (the project's ``.venv`` too) that compares one setting side by side, such as
+``SCD_SUBSCRIBER_SPARK_CODEGEN=true`` against the default.
 
 ``--copy-store SRC`` gives every run a fresh copy of a store (``{store}`` in the command), for
 benches that change the store they measure (``subscriber_bigstore.py measure``).
@@ -169,7 +174,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="A bench command under the pinned and another Spark/Delta, alternating "
         "(JSON on stdout). The command follows '--': a bench script and its arguments."
     )
-    parser.add_argument("--other-venv", required=True, type=Path, help="the other virtualenv")
+    parser.add_argument(
+        "--other-venv", type=Path, default=PINNED_VENV, help="the other virtualenv (default: .venv)"
+    )
+    parser.add_argument(
+        "--other-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable of the other side's runs only (repeat)",
+    )
     parser.add_argument("--pinned-venv", type=Path, default=PINNED_VENV)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(
@@ -195,6 +209,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.key = list(DEFAULT_KEYS)
     if args.rounds < 1:
         parser.error("--rounds: at least 1")
+    if any("=" not in item for item in args.other_env):
+        parser.error("--other-env: NAME=VALUE")
     return args
 
 
@@ -202,9 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.source = args.source.resolve()
     env = {**os.environ, "PYTHONPATH": str(args.source)}
+    other_env = dict(item.split("=", 1) for item in args.other_env)
     sides = [
         Side("pinned", args.pinned_venv, env, args.copy_store),
-        Side("other", args.other_venv, env, args.copy_store),
+        Side("other", args.other_venv, {**env, **other_env}, args.copy_store),
     ]
     if args.dv:
         dv_env = {**env, "PYSPARK_SUBMIT_ARGS": f"--conf {DV_CONF} pyspark-shell"}
@@ -212,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "benchmark": "engines",
         "command": args.command,
+        "other_env": other_env,
         "source": str(args.source),
         "rounds": args.rounds,
         "load_avg_1m_at_start": round(os.getloadavg()[0], 2),

@@ -123,6 +123,12 @@ class SubscriberSettings(ScdSettings):
     # coordinates. deploy/spark-jars.sh prefetches them for offline machines.
     spark_jars: Annotated[list[str], NoDecode] = Field(default_factory=list)
     spark_shuffle_partitions: int = Field(default=2, ge=1)
+    # Spark compiles Java for each new query plan and expression (whole-stage and expression
+    # code generation, with Janino). The store's jobs are many and small (a commit of a few
+    # hundred rows, a fold of a few thousand), where that compiling costs more CPU than it
+    # saves: evaluated without it, commits and folds of a small store ran 15-40 % faster here
+    # (bench/README.md, code generation). Large one-off scans run faster with it.
+    spark_codegen: bool = False
     # A class-data archive of the Spark JVM (``scd spark-archive`` builds one;
     # subscriber/spark_archive.py): the driver starts about a quarter faster with it. One built
     # by another JDK or Spark is ignored; a missing one is logged and the JVM starts without.

@@ -19,6 +19,12 @@ log = logging.getLogger(__name__)
 # jars are configured. Versions match pyspark 4.0.x (Scala 2.13) and delta-spark 4.0.1.
 DELTA_PACKAGE = "io.delta:delta-spark_2.13:4.0.1"
 S3A_PACKAGE = "org.apache.hadoop:hadoop-aws:3.4.1"
+# Spark evaluates plans and expressions without generating code (settings.spark_codegen):
+# ``factoryMode`` is the switch of expression code generation (Spark names it internal).
+INTERPRETED = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 # Spark's own INFO/WARN chatter (planner hints, native-library notices) is noise for an
 # agent or a CLI; errors still reach the log.
 SPARK_LOG_LEVEL = "ERROR"
@@ -128,6 +134,8 @@ def spark_config(
         "spark.scheduler.mode": "FAIR",
         "spark.scheduler.allocation.file": str(SCHEDULER_POOLS),
     }
+    if not settings.spark_codegen:
+        config.update(INTERPRETED)
     archive = settings.spark_class_archive
     if java_options is None and archive is not None:
         java_options = _class_archive_java_options(archive)

@@ -15,8 +15,13 @@ from tests.services import KafkaService, S3Service
 # it runs, test brokers) compiles with C1 alone: a short-lived JVM on two shared cores spends
 # much of its start in the C2 compiler, and a Spark driver's start and first jobs take about
 # half as long without it (store open ~20 s instead of ~50 s under CI's load). Behaviour does
-# not depend on the JIT. A value the caller set wins.
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+# not depend on the JIT. With C1 alone the JVM reserves 48 MB for compiled code, which a test
+# process's Spark driver filled within minutes ("CodeCache is full. Compiler has been
+# disabled": everything after ran in the bytecode interpreter); hence the usual 240 MB. A value
+# the caller set wins.
+os.environ.setdefault(
+    "JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+)
 
 # Modules that take minutes on CI's 2-core machine, longest first (measured with pytest's
 # --durations). On several workers (CI: pytest-xdist, a module per worker, in collection order)

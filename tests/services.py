@@ -565,7 +565,7 @@ def java_available() -> bool:
 
 # Delta rebuilds table state with 50 tasks and Spark shuffles into 200 by default: on small
 # test tables that is pure overhead, so both use 2 tasks (one per core of a small runner).
-SPARK_TEST_PARALLELISM = "2"
+SPARK_TEST_PARALLELISM = 2
 
 
 @contextmanager
@@ -578,25 +578,26 @@ def local_spark() -> Iterator[Any]:
     """
     from pyspark.sql import SparkSession
 
-    from subscriber.spark import class_archive_options
+    from subscriber.settings import SubscriberSettings
+    from subscriber.spark import spark_config
 
-    archive = spark_class_archive()
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("scd-tests")
-        .config("spark.driver.extraJavaOptions", class_archive_options(archive) if archive else "")
-        .config("spark.jars", ",".join(spark_jars(s3a=True)))
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config(
-            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-        )
-        .config("spark.sql.shuffle.partitions", SPARK_TEST_PARALLELISM)
-        .config("spark.databricks.delta.snapshotPartitions", SPARK_TEST_PARALLELISM)
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
+    # The subscriber's own Spark settings, with a larger heap: one session serves a whole
+    # test run's stores.
+    settings = SubscriberSettings(
+        spark_master="local[2]",
+        spark_jars=spark_jars(s3a=True),
+        spark_shuffle_partitions=SPARK_TEST_PARALLELISM,
+        spark_class_archive=spark_class_archive(),
+        spark_driver_memory="1g",
     )
+    builder = SparkSession.builder.master(settings.spark_master).appName("scd-tests")
+    for key, value in {
+        **spark_config(settings),
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     try:
         yield spark
     finally:

@@ -55,6 +55,7 @@ PROCESS_SETTINGS = frozenset(
         "spark_master",
         "spark_jars",
         "spark_shuffle_partitions",
+        "spark_codegen",
         "spark_driver_memory",
     }
 )

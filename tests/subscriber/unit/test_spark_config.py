@@ -20,6 +20,15 @@ from subscriber.spark import (
 )
 
 
+def test_spark_evaluates_without_generated_code_unless_asked() -> None:
+    interpreted = spark_config(SubscriberSettings())
+    assert interpreted["spark.sql.codegen.wholeStage"] == "false"
+    assert interpreted["spark.sql.codegen.factoryMode"] == "NO_CODEGEN"
+    generated = spark_config(SubscriberSettings(spark_codegen=True))
+    assert "spark.sql.codegen.wholeStage" not in generated
+    assert "spark.sql.codegen.factoryMode" not in generated
+
+
 def test_the_jvm_heap_is_512m_unless_set() -> None:
     assert spark_config(SubscriberSettings())["spark.driver.memory"] == "512m"
     assert spark_config(SubscriberSettings(spark_driver_memory="2g"))["spark.driver.memory"] == "2g"
