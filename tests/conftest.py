@@ -19,9 +19,7 @@ from tests.services import KafkaService, S3Service
 # process's Spark driver filled within minutes ("CodeCache is full. Compiler has been
 # disabled": everything after ran in the bytecode interpreter); hence the usual 240 MB. A value
 # the caller set wins.
-os.environ.setdefault(
-    "JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-)
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
 
 # Modules that take minutes on CI's 2-core machine, longest first (measured with pytest's
 # --durations). On several workers (CI: pytest-xdist, a module per worker, in collection order)
