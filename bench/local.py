@@ -14,6 +14,8 @@ REPO_DIR = Path(__file__).resolve().parent.parent
 SPARK_POM = REPO_DIR / "deploy" / "spark" / "pom.xml"
 # Spark's Kafka source asks for the token provider of its own version; the pom pins 4.0.0 for
 # pyspark 4.0.1 (whose 4.0.1 does not resolve here), which another Spark must not get.
+# The benchmarks' Spark drivers listen on the loopback interface only.
+LOOPBACK_DRIVER = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 TOKEN_PROVIDER = "org.apache.spark:spark-token-provider-kafka-0-10_2.13"
 
 

@@ -57,13 +57,13 @@ from typing import Any
 # ``compare`` runs this script against another source tree (SCD_BENCH_TREE).
 sys.path.insert(0, os.environ.get("SCD_BENCH_TREE", str(Path(__file__).resolve().parent.parent)))
 
-from local import spark_jars
+from local import LOOPBACK_DRIVER, spark_jars
 
 from journal.content.package import NODE_TYPE, ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
 from subscriber.maintenance import MaintenancePolicy
 from subscriber.settings import SubscriberSettings
-from subscriber.spark import spark_config
+from subscriber.spark import spark_session
 from subscriber.store.changes import Unit
 from subscriber.store.delta import DeltaStore
 
@@ -90,19 +90,8 @@ REPO_DIR = Path(__file__).resolve().parent.parent
 
 
 def session(app: str) -> Any:
-    from pyspark.sql import SparkSession
-
     probe = SubscriberSettings(spark_master=SPARK_MASTER, spark_jars=spark_jars())
-    builder = SparkSession.builder.master(SPARK_MASTER).appName(app)
-    for key, value in {
-        **spark_config(probe),
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-    }.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return spark_session(probe, app, extra=LOOPBACK_DRIVER)
 
 
 # ---------------------------------------------------------------------------- the site's tree

@@ -46,7 +46,7 @@ import subscriber_baseline as baseline
 import subscriber_latency as latency
 import subscriber_workload as workload
 from kafka_broker import resolve_bootstrap
-from local import spark_jars
+from local import LOOPBACK_DRIVER, spark_jars
 
 from journal.api import Journal
 from journal.kafka.journal import KafkaJournal
@@ -54,7 +54,7 @@ from journal.settings import JournalSettings, TopicSettings
 from journal.topics import topic_specs
 from subscriber.agent import SubscriberAgent
 from subscriber.settings import SubscriberSettings
-from subscriber.spark import spark_config
+from subscriber.spark import spark_session
 from subscriber.store.delta import DeltaStore
 
 REPO_DIR = Path(__file__).resolve().parent.parent
@@ -191,19 +191,9 @@ def local_session(
 ) -> Any:
     """The benchmarks' local SparkSession: the subscriber's Spark settings (Delta, jars), bound
     to the loopback interface, its warehouse under ``work``."""
-    from pyspark.sql import SparkSession
-
     probe = SubscriberSettings(spark_master=SPARK_MASTER, spark_jars=spark_jars(kafka=True))
-    builder = SparkSession.builder.master(SPARK_MASTER).appName(app_name)
-    for key, value in {
-        **spark_config(probe),
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.sql.warehouse.dir": str(work / "warehouse"),
-        **(extra or {}),
-    }.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    warehouse = {"spark.sql.warehouse.dir": str(work / "warehouse")}
+    spark = spark_session(probe, app_name, extra={**LOOPBACK_DRIVER, **warehouse, **(extra or {})})
     spark.sparkContext.setLogLevel(log_level)
     return spark
 

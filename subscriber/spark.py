@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -177,11 +177,15 @@ def spark_session(
     *,
     stores: Sequence[str] | None = None,
     java_options: str | None = None,
+    extra: Mapping[str, str] | None = None,
 ) -> Any:
+    """``extra``: Spark settings beside (or over) the subscriber's, such as binding the driver
+    to the loopback interface (tests, benchmarks)."""
     from pyspark.sql import SparkSession
 
+    config = {**spark_config(settings, stores, java_options=java_options), **(extra or {})}
     builder = SparkSession.builder.master(settings.spark_master).appName(app_name)
-    for key, value in spark_config(settings, stores, java_options=java_options).items():
+    for key, value in config.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(SPARK_LOG_LEVEL)

@@ -566,6 +566,8 @@ def java_available() -> bool:
 # Delta rebuilds table state with 50 tasks and Spark shuffles into 200 by default: on small
 # test tables that is pure overhead, so both use 2 tasks (one per core of a small runner).
 SPARK_TEST_PARALLELISM = 2
+# The driver listens on the loopback interface only.
+LOOPBACK_DRIVER = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
 
 @contextmanager
@@ -576,10 +578,8 @@ def local_spark() -> Iterator[Any]:
     process, so a test run must share one session, created with every jar any test needs:
     the Delta jars and the s3a filesystem (S3 settings come later, see ``use_s3``).
     """
-    from pyspark.sql import SparkSession
-
     from subscriber.settings import SubscriberSettings
-    from subscriber.spark import spark_config
+    from subscriber.spark import spark_session
 
     # The subscriber's own Spark settings, with a larger heap: one session serves a whole
     # test run's stores.
@@ -590,14 +590,7 @@ def local_spark() -> Iterator[Any]:
         spark_class_archive=spark_class_archive(),
         spark_driver_memory="1g",
     )
-    builder = SparkSession.builder.master(settings.spark_master).appName("scd-tests")
-    for key, value in {
-        **spark_config(settings),
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-    }.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = spark_session(settings, "scd-tests", extra=LOOPBACK_DRIVER)
     try:
         yield spark
     finally:
