@@ -149,6 +149,8 @@ def fold(spark: Any, location: str, max_scopes: int) -> tuple[StepOutcome, int]:
 
 
 _FILE = "_scd_file"
+# dataChange's place among AddFile's fields (path, partitionValues, size, modificationTime, ...).
+_DATA_CHANGE = 4
 
 
 def _file_name(path: str) -> str:
@@ -167,17 +169,14 @@ def _seq(seq: Any) -> list[Any]:
 
 
 def _rearranged(add: Any) -> Any:
-    """The AddFile with ``dataChange = false`` (delta-spark 4.0's AddFile fields)."""
-    return add.copy(
-        add.path(),
-        add.partitionValues(),
-        add.size(),
-        add.modificationTime(),
-        False,
-        add.stats(),
-        add.tags(),
-        add.deletionVector(),
-        add.baseRowId(),
-        add.defaultRowCommitVersion(),
-        add.clusteringProvider(),
-    )
+    """The AddFile with ``dataChange = false`` and every other field as it is: Scala's
+    ``copy`` takes each field, and ``copy$default$N`` returns field N's current value, so this
+    holds whatever fields the running Delta version's AddFile has (4.0 has 11; 4.4 adds two)."""
+    count = next(
+        m for m in add.getClass().getMethods() if m.getName() == "copy"
+    ).getParameterCount()
+    fields = [getattr(add, f"copy$default${n}")() for n in range(1, count + 1)]
+    if fields[_DATA_CHANGE] is not add.dataChange():
+        raise RuntimeError(f"AddFile field {_DATA_CHANGE + 1} of {count} is not dataChange")
+    fields[_DATA_CHANGE] = False
+    return add.copy(*fields)
