@@ -61,9 +61,9 @@ from subscriber.store.delta_maintenance import small_file_bytes
 
 log = logging.getLogger(__name__)
 
-# An idle agent checkpoints its store once this many commits were made since the last
-# checkpoint: Delta's default interval, so readers replay no longer a log than with Delta's
-# own checkpoints, which the store leaves to busy periods (delta_store.CHECKPOINT_INTERVAL).
+# The maintenance thread checkpoints the store once this many commits were made since the last
+# checkpoint: Delta's default interval, so readers replay no longer a log than with Delta's own
+# checkpoints, which the store keeps out of the imports' commits (delta.CHECKPOINT_INTERVAL).
 IDLE_CHECKPOINT_COMMITS = 10
 
 REPORTS_KEPT = 100
@@ -155,6 +155,7 @@ class Maintenance:
         self._commits_at_fold_check = -1
         # The thread of the step started last (fold, checkpoint, compaction or VACUUM).
         self._worker: threading.Thread | None = None
+        self._last_started: str | None = None  # the step started in it last
         self.failures = 0  # steps of the maintenance thread that failed
         self._vacuumed = False
 
@@ -201,11 +202,15 @@ class Maintenance:
             and now >= self._fold_not_before
             and self._grown()
         )
+        # A due checkpoint goes first, except right after one: under a steady stream both stay
+        # due, and neither may starve the other (Delta's own checkpoints are rare, see
+        # delta.CHECKPOINT_INTERVAL; the fold keeps reads short).
+        checkpoint_due = self.store.commits_since_checkpoint >= policy.checkpoint_every_commits
+        if checkpoint_due and not (fold_due and self._last_started == CHECKPOINT):
+            self._background(CHECKPOINT, self._checkpoint)
+            return None
         if fold_due:
             self._start_fold()
-            return None
-        if self.store.commits_since_checkpoint >= policy.checkpoint_every_commits:
-            self._background(CHECKPOINT, self._checkpoint)
             return None
         if not policy.enabled:
             return None
@@ -362,6 +367,7 @@ class Maintenance:
             if failed is not None:
                 failed()
 
+        self._last_started = step
         self._worker = threading.Thread(target=run, name=f"{self.name}-{step}", daemon=True)
         self._worker.start()
 

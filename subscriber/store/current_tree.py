@@ -8,6 +8,7 @@ it leaves out.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from runtime.clock import now_ms
@@ -90,7 +91,12 @@ def node(spark: Any, location: str, path: str) -> StoredNode | None:
     return StoredNode.from_row(rows[0]) if rows else None
 
 
-def fold(spark: Any, location: str, max_scopes: int) -> tuple[StepOutcome, int]:
+def fold(
+    spark: Any,
+    location: str,
+    max_scopes: int,
+    commit_lock: AbstractContextManager[Any] | None = None,
+) -> tuple[StepOutcome, int]:
     """Delete the node versions the oldest scopes (about ``max_scopes``: all of the offsets
     they belong to) cover, and those scopes, in one commit: the current tree stays the same,
     reads and the table get smaller. Returns the outcome and how many scopes it removed.
@@ -101,9 +107,10 @@ def fold(spark: Any, location: str, max_scopes: int) -> tuple[StepOutcome, int]:
     tree is the same, so Delta checks it with snapshot isolation and a concurrent append
     cannot fail it (with a MERGE, the table's Serializable isolation failed the fold beside
     every import). A concurrent fold or compaction that removed one of its files still makes
-    it fail. Like a compaction it changes no content, so it carries no writer id: a deposed
-    writer's fold deletes only what stays covered. There is no public API for such a commit;
-    it goes through delta-spark 4.0's OptimisticTransaction (JVM gateway)."""
+    it fail. ``commit_lock`` (the store's) is held while it commits, so that it does not race
+    this process's imports for a version. Like a compaction it changes no content, so it
+    carries no writer id: a deposed writer's fold deletes only what stays covered. There is no
+    public API for such a commit; it goes through Delta's OptimisticTransaction (JVM gateway)."""
     from pyspark.sql import functions as func
 
     jvm = spark.sparkContext._jvm
@@ -144,7 +151,8 @@ def fold(spark: Any, location: str, max_scopes: int) -> tuple[StepOutcome, int]:
         actions.add(add.removeWithTimestamp(now, False))
     if removed:
         seq = jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toList()
-        txn.commit(seq, getattr(getattr(delta, "DeltaOperations$ManualUpdate$"), "MODULE$"))
+        with commit_lock or nullcontext():
+            txn.commit(seq, getattr(getattr(delta, "DeltaOperations$ManualUpdate$"), "MODULE$"))
     return StepOutcome(before, before - len(removed) + len(added)), int(scopes_folded)
 
 

@@ -59,10 +59,13 @@ from subscriber.writer.guard import WriterGuard
 log = logging.getLogger(__name__)
 
 # Delta writes a checkpoint in the committing thread every ``delta.checkpointInterval`` commits
-# (default 10), and every package behind it waits for it. Tables the store creates (or finds
-# without the property) checkpoint every 100 commits instead, and the agent checkpoints when
-# idle (``checkpoint``): short log replays without stalled imports (bench/README.md).
-CHECKPOINT_INTERVAL = 100
+# (default 10), and every package behind it waits for it (on a 3,000-node store the commit that
+# checkpoints took 1.6 s against 0.2 s, and set the p99 of a paced stream: bench/README.md). The
+# maintenance thread checkpoints instead (``checkpoint``, every IDLE_CHECKPOINT_COMMITS commits);
+# Delta's own interval is only a backstop for a store whose maintenance cannot run. Tables the
+# store creates, finds without the property, or finds with the store's earlier interval get it.
+CHECKPOINT_INTERVAL = 1000
+EARLIER_CHECKPOINT_INTERVALS = ("100",)
 CHECKPOINT_PROPERTY = "delta.checkpointInterval"
 
 # Session settings DeltaStore sets on its session. The purge replaces bookkeeping rows with
@@ -123,6 +126,10 @@ class DeltaStore:
         # Commits since this process last checkpointed the table (``checkpoint``).
         self.commits_since_checkpoint = 0
         self._counts = threading.Lock()  # guards that count and ``state.scopes`` (_count)
+        # Held by every commit of this process's imports and by a fold's commit: the two never
+        # race for one version. A fold that lost the race to an import made it retry against the
+        # fold's commit, 1.4-2 s instead of 0.3 (bench/README.md, "Imports beside maintenance").
+        self.commit_lock = threading.Lock()
         self.guard = WriterGuard(spark, location)
         self._maintenance_spark: Any = None
         self._pause_rows = 0  # the highest pause row's number (0: none)
@@ -276,16 +283,18 @@ class DeltaStore:
             writer = writer.option("userMetadata", json.dumps(user_metadata))
         for key, value in (options or {}).items():
             writer = writer.option(key, value)
-        self.guard.save(writer)
+        with self.commit_lock:
+            self.guard.save(writer)
         self._count(1)
 
     def _default_checkpoint_interval(self) -> None:
-        """Give a table without a checkpoint interval the store's (a table made elsewhere, or by
-        an older scd); an interval its owner chose is left as it is."""
+        """Give a table without a checkpoint interval the store's (a table made elsewhere), or
+        with an interval an earlier scd set; an interval its owner chose is left as it is."""
         from delta.tables import DeltaTable
 
         detail = DeltaTable.forPath(self.spark, self.location).detail().first()
-        if detail is not None and CHECKPOINT_PROPERTY in (detail["properties"] or {}):
+        chosen = None if detail is None else (detail["properties"] or {}).get(CHECKPOINT_PROPERTY)
+        if chosen is not None and str(chosen) not in EARLIER_CHECKPOINT_INTERVALS:
             return
         self.spark.sql(
             f"ALTER TABLE delta.`{self.location.replace('`', '``')}` "
@@ -477,9 +486,10 @@ class DeltaStore:
             from delta.tables import DeltaTable
 
             floor = -1 if current is None else int(current)
-            DeltaTable.forPath(self.spark, self.location).delete(
-                f"{statuses} OR (kind = '{KIND_OFFSET}' AND offset < {floor})"
-            )
+            with self.commit_lock:
+                DeltaTable.forPath(self.spark, self.location).delete(
+                    f"{statuses} OR (kind = '{KIND_OFFSET}' AND offset < {floor})"
+                )
             self._count(1)
         self.state.pending_statuses = [
             s for s in self.state.pending_statuses if s[0] > up_to_offset
@@ -487,7 +497,9 @@ class DeltaStore:
 
     def fold(self, max_scopes: int) -> StepOutcome:
         assert self.state is not None, "open() the store first"
-        outcome, folded = current_tree.fold(self.maintenance_spark, self.location, max_scopes)
+        outcome, folded = current_tree.fold(
+            self.maintenance_spark, self.location, max_scopes, self.commit_lock
+        )
         # Imports may have added scopes meanwhile (the fold runs beside them): only what it
         # removed is taken off.
         self._count(1, -folded)

@@ -11,7 +11,12 @@ import pytest
 
 from journal.wire.messages import Status
 from subscriber.store.current_tree import current_nodes_sql
-from subscriber.store.delta import CHECKPOINT_INTERVAL, CHECKPOINT_PROPERTY, DeltaStore
+from subscriber.store.delta import (
+    CHECKPOINT_INTERVAL,
+    CHECKPOINT_PROPERTY,
+    EARLIER_CHECKPOINT_INTERVALS,
+    DeltaStore,
+)
 from subscriber.store.rows import SCHEMA, rows_frame
 from subscriber.writer.errors import WriterDeposed
 from tests.subscriber.harness import committed_offsets, last_checkpoint, stored_paths
@@ -192,8 +197,8 @@ def _checkpoint_interval(spark: Any, location: str) -> str | None:
 
 
 def test_checkpoints_come_from_the_store_not_every_tenth_commit(spark: Any, tmp_path: Path) -> None:
-    """A new table checkpoints every CHECKPOINT_INTERVAL commits; ``checkpoint()`` writes one of
-    the latest version when the agent asks for it."""
+    """A new table checkpoints itself only every CHECKPOINT_INTERVAL commits; ``checkpoint()``
+    writes one of the latest version when the agent's maintenance asks for it."""
     from delta.tables import DeltaTable
 
     store = DeltaStore(spark, str(tmp_path / "store"))
@@ -226,6 +231,13 @@ def test_an_existing_table_gets_the_interval_unless_its_owner_chose_one(
     ).save(chosen)
     DeltaStore(spark, chosen).open()
     assert _checkpoint_interval(spark, chosen) == "7"
+
+    earlier = str(tmp_path / "earlier")  # the interval an earlier scd gave its tables
+    rows_frame(spark, []).write.format("delta").partitionBy("kind").option(
+        CHECKPOINT_PROPERTY, EARLIER_CHECKPOINT_INTERVALS[0]
+    ).save(earlier)
+    DeltaStore(spark, earlier).open()
+    assert _checkpoint_interval(spark, earlier) == str(CHECKPOINT_INTERVAL)
 
 
 def _partition_columns(spark: Any, location: str) -> list[str]:
@@ -274,3 +286,45 @@ def test_claimed_stores_in_one_session_and_a_deposed_writer(spark: Any, tmp_path
     assert committed_offsets(DeltaStore(spark, first.location)) == [0]
     assert committed_offsets(other) == [0, 1]
     assert DeltaStore(spark, first.location).open().offset == 0
+
+
+def test_a_fold_commits_only_while_no_import_commits(spark: Any, tmp_path: Path) -> None:
+    """The fold does its reading and writing beside the imports but takes the store's commit
+    lock for its commit: while an import holds it, the fold's commit waits, and the two never
+    race for one table version."""
+    import threading
+
+    from delta.tables import DeltaTable
+
+    store = DeltaStore(spark, str(tmp_path / "store"))
+    store.open()
+    store.commit(new_change_set([add(0, "/a", node("/a", v="1"), node("/a/b"))]))
+    store.commit(new_change_set([add(1, "/a", node("/a", v="2"))]))
+    table = DeltaTable.forPath(spark, store.location)
+    version = _latest(table)["version"]
+    folded = threading.Event()
+
+    def fold() -> None:
+        store.fold(1000)
+        folded.set()
+
+    with store.commit_lock:  # as an import's commit would
+        threading.Thread(target=fold, daemon=True).start()
+        assert not folded.wait(20)  # it read and wrote its files, then waits to commit
+        assert _latest(table)["version"] == version
+    assert folded.wait(60)
+    assert _latest(table)["operation"] == "Manual Update"
+    assert store.state is not None
+    assert store.state.scopes == 0
+    assert stored_paths(store) == {"/a"}  # the deep ADD of /a replaced /a/b
+    found = store.node("/a")
+    assert found is not None
+    assert found.properties["v"][2] == ["2"]
+    assert spark.read.format("delta").load(store.location).where("kind = 'node'").count() == 1
+
+
+def _latest(table: Any) -> Any:
+    """The table's latest history entry."""
+    entry = table.history(1).first()
+    assert entry is not None
+    return entry

@@ -98,7 +98,7 @@ def test_maintenance_off_only_purges_folds_and_checkpoints() -> None:
     for _ in range(5):
         maintenance.step()
     maintenance.wait(5)
-    assert calls(store) == ["purge", "fold", "checkpoint"]
+    assert calls(store) == ["purge", "checkpoint", "fold"]  # a due checkpoint goes first
 
 
 def test_a_fold_runs_once_enough_scopes_wait_and_a_failed_one_waits_to_retry() -> None:
@@ -285,7 +285,9 @@ def test_imports_go_on_while_a_step_runs_in_the_maintenance_thread(local_env: En
 
 def test_commits_go_on_during_a_fold_and_a_checkpoint_and_nothing_else_starts() -> None:
     """The fold and the checkpoint run in the maintenance thread: the store takes commits
-    meanwhile, and every call in between starts nothing (a checkpoint and a purge are due)."""
+    meanwhile, and every call in between starts nothing (a fold and a purge are due). The
+    checkpoint, due first, runs first; then the fold, although later commits made a checkpoint
+    due again: the two take turns."""
     store = BlockingSteps()
     store.open()
     commit_pages(store, 0, 4)
@@ -295,26 +297,28 @@ def test_commits_go_on_during_a_fold_and_a_checkpoint_and_nothing_else_starts() 
     maintenance = Maintenance("sub", store, policy)
     assert maintenance.step() is None
     wait_started(store, 1)
-    assert store.started == ["fold"]
+    assert store.started == ["checkpoint"]
     for page in range(4, 8):
         commit_pages(store, page, 1)
         maintenance.commits_since_purge += 1
         assert maintenance.step() is None
-    assert store.started == ["fold"]
+    assert store.started == ["checkpoint"]
     assert calls(store) == []
     store.release.set()
     maintenance.wait(5)
-    assert calls(store) == ["fold"]
+    assert calls(store) == ["checkpoint"]
+    commit_pages(store, 8, 2)
+    assert store.commits_since_checkpoint >= policy.checkpoint_every_commits
     assert run_step(maintenance, store) == "purge"
     assert maintenance.step() is None
     wait_started(store, 2)
-    assert store.started == ["fold", "checkpoint"]
-    commit_pages(store, 8, 1)
+    assert store.started == ["checkpoint", "fold"]
+    commit_pages(store, 10, 1)
     assert maintenance.step() is None
     store.release.set()
     maintenance.wait(5)
-    assert calls(store) == ["fold", "purge", "checkpoint"]
-    assert [r.step for r in maintenance.reports] == ["fold", "purge", "checkpoint"]
+    assert calls(store) == ["checkpoint", "purge", "fold"]
+    assert [r.step for r in maintenance.reports] == ["checkpoint", "purge", "fold"]
 
 
 @dataclass
@@ -395,7 +399,7 @@ def test_after_a_commit_only_steps_of_the_maintenance_thread_start() -> None:
         maintenance.step(inline=False)
         maintenance.wait(5)
         ran.append(calls(store)[-1] if store.maintenance_calls else None)
-    assert calls(store) == ["fold", "checkpoint", "compact"]
+    assert calls(store) == ["checkpoint", "fold", "compact"]
     assert ran[-1] == "compact"  # then nothing: no purge, no retention, no VACUUM
     assert maintenance.step() is not None  # an idle poll: the purge
     assert calls(store)[-1] == "purge"
