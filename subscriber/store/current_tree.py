@@ -128,6 +128,11 @@ def fold(
     keys = ["kind", "path", "offset"]
     folded = spark.sql(folded_rows_sql(at_version, int(oldest[-1]["offset"]))).persist()
     try:
+        # Cached first, the rows to delete have a known size: when it is below Spark's broadcast
+        # threshold, the joins below broadcast them and each is one scan of one task. As a
+        # sort-merge join, the two scans ran at once on both of local[2]'s task slots, and an
+        # import's task waited seconds for one (bench/README.md, the million-node store).
+        folded.count()
         rows = table.select("*", func.col("_metadata.file_path").alias(_FILE))
         holding = rows.join(folded, keys, "left_semi").select(_FILE).distinct()
         touched = [r[_FILE] for r in holding.collect()]
