@@ -8,7 +8,7 @@ it leaves out.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any
 
 from runtime.clock import now_ms
@@ -95,7 +95,7 @@ def fold(
     spark: Any,
     location: str,
     max_scopes: int,
-    commit_lock: AbstractContextManager[Any] | None = None,
+    commit_lock: AbstractContextManager[Any],
 ) -> tuple[StepOutcome, int]:
     """Delete the node versions the oldest scopes (about ``max_scopes``: all of the offsets
     they belong to) cover, and those scopes, in one commit: the current tree stays the same,
@@ -156,7 +156,7 @@ def fold(
         actions.add(add.removeWithTimestamp(now, False))
     if removed:
         seq = jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toList()
-        with commit_lock or nullcontext():
+        with commit_lock:
             txn.commit(seq, getattr(getattr(delta, "DeltaOperations$ManualUpdate$"), "MODULE$"))
     return StepOutcome(before, before - len(removed) + len(added)), int(scopes_folded)
 
