@@ -36,6 +36,16 @@ SCHEDULER_POOLS = Path(__file__).with_name("spark_pools.xml")
 # The JDK logs each class it cannot archive (hundreds: generated, signed-jar and pre-Java-6
 # classes) and a warning when an archive does not match: neither is the user's concern.
 QUIET_CLASS_ARCHIVE = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+# scd's own jar (subscriber/jvm): Hadoop's local filesystem without the shell commands it starts
+# for every file without its native library (22 processes per small commit, a third of its
+# time). Used when the jar is among the session's jars and tasks run in the driver (a local
+# master): the filesystem is looked up by class name before ``spark.jars`` are loaded, so the jar
+# goes on the driver's own classpath, which a cluster's executors do not share.
+LOCAL_FS_JAR_PREFIX = "scd-hadoop-localfs-"
+LOCAL_FS = {
+    "spark.hadoop.fs.file.impl": "io.scd.hadoop.LocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "io.scd.hadoop.LocalFs",
+}
 # A fingerprint is a few hundred bytes; reading a file beside the archive stays bounded.
 FINGERPRINT_MAX_BYTES = 1 << 16
 
@@ -145,6 +155,10 @@ def spark_config(
     on_s3 = any(path.startswith("s3a://") for path in paths)
     if settings.spark_jars:
         config["spark.jars"] = ",".join(settings.spark_jars)
+        local_fs = [j for j in settings.spark_jars if Path(j).name.startswith(LOCAL_FS_JAR_PREFIX)]
+        if local_fs and settings.spark_master.startswith("local"):
+            config["spark.driver.extraClassPath"] = local_fs[0]
+            config.update(LOCAL_FS)
     else:
         config["spark.jars.packages"] = ",".join([DELTA_PACKAGE, *([S3A_PACKAGE] if on_s3 else [])])
     if on_s3:

@@ -131,8 +131,9 @@ def fold(
         # Cached first, the rows to delete have a known size: when it is below Spark's broadcast
         # threshold, the joins below broadcast them and each is one scan of one task. As a
         # sort-merge join, the two scans ran at once on both of local[2]'s task slots, and an
-        # import's task waited seconds for one (bench/README.md, the million-node store).
-        folded.count()
+        # import's task waited seconds for one (bench/README.md, the million-node store). The
+        # count of its scopes is the action that fills the cache.
+        scopes_folded = folded.where(f"kind = '{KIND_SCOPE}'").count()
         rows = table.select("*", func.col("_metadata.file_path").alias(_FILE))
         holding = rows.join(folded, keys, "left_semi").select(_FILE).distinct()
         touched = [r[_FILE] for r in holding.collect()]
@@ -144,7 +145,6 @@ def fold(
             .select(*columns)
         )
         written = txn.writeFiles(kept._jdf)
-        scopes_folded = folded.where(f"kind = '{KIND_SCOPE}'").count()
     finally:
         folded.unpersist()
     now = now_ms()

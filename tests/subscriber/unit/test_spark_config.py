@@ -97,3 +97,18 @@ def test_a_hostile_fingerprint_file_means_another_install(tmp_path: Path, finger
         described.write_text(class_archive_fingerprint() + "x" * (1 << 24))  # 16 MiB
     config = spark_config(SubscriberSettings(spark_class_archive=archive))
     assert "spark.driver.extraJavaOptions" not in config
+
+
+def test_the_fork_free_local_filesystem_is_used_with_its_jar_and_a_local_master() -> None:
+    jar = "/opt/jars/scd-hadoop-localfs-1.jar"
+    jars = ["/opt/jars/delta-spark_2.13-4.0.1.jar", jar]
+    local = spark_config(SubscriberSettings(spark_jars=jars))
+    assert local["spark.driver.extraClassPath"] == jar
+    assert local["spark.hadoop.fs.file.impl"] == "io.scd.hadoop.LocalFileSystem"
+    assert local["spark.hadoop.fs.AbstractFileSystem.file.impl"] == "io.scd.hadoop.LocalFs"
+    # Executors of a cluster would not find the class: Hadoop's own filesystem there.
+    cluster = spark_config(SubscriberSettings(spark_jars=jars, spark_master="spark://m:7077"))
+    without = spark_config(SubscriberSettings(spark_jars=jars[:1]))
+    for config in (cluster, without):
+        assert "spark.driver.extraClassPath" not in config
+        assert not any(key.startswith("spark.hadoop.fs.") for key in config)
