@@ -25,11 +25,16 @@
   when a poll finds nothing (maintenance set to run all the time: a fold whenever the table
   grew at all, compaction and VACUUM every ``--interval-s``). A package's latency is from the
   moment it fell due to the end of the commit holding it (no journal: the store's part).
+* ``commit-cost``: the cost of one small commit (a new page) on a copy of the store, with scd's
+  local filesystem (subscriber/jvm) and with Hadoop's, each in its own process, alternating:
+  wall time per commit, and CPU per commit of Python, of the Spark JVM, and of the processes
+  the JVM started (Hadoop's shell commands), from /proc.
 
     .venv/bin/python bench/subscriber_bigstore.py generate --store /tmp/big --pages 100000
     .venv/bin/python bench/subscriber_bigstore.py measure --store /tmp/big
     .venv/bin/python bench/subscriber_bigstore.py compare --before /tmp/scd-before
     .venv/bin/python bench/subscriber_bigstore.py paced --store /tmp/big --before /tmp/scd-before
+    .venv/bin/python bench/subscriber_bigstore.py commit-cost --store /tmp/small300
 
 Everything prints JSON on stdout.
 """
@@ -61,6 +66,7 @@ from local import LOOPBACK_DRIVER, spark_jars
 
 from journal.content.package import NODE_TYPE, ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
+from subscriber import spark as subscriber_spark
 from subscriber.maintenance import MaintenancePolicy
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
@@ -89,8 +95,12 @@ PUB_AGENT = "publish"
 REPO_DIR = Path(__file__).resolve().parent.parent
 
 
-def session(app: str) -> Any:
-    probe = SubscriberSettings(spark_master=SPARK_MASTER, spark_jars=spark_jars())
+def session(app: str, *, local_fs: bool = True) -> Any:
+    """``local_fs``: with scd's local filesystem (its jar among the session's), or Hadoop's."""
+    # A tree from before scd's filesystem (``--before``) has no prefix: every jar is kept.
+    prefix = getattr(subscriber_spark, "LOCAL_FS_JAR_PREFIX", None)
+    jars = [j for j in spark_jars() if local_fs or not (prefix and Path(j).name.startswith(prefix))]
+    probe = SubscriberSettings(spark_master=SPARK_MASTER, spark_jars=jars)
     return spark_session(probe, app, extra=LOOPBACK_DRIVER)
 
 
@@ -609,6 +619,78 @@ def paced(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+COST_VARIANTS = ("scd", "hadoop")
+
+
+def _cpu_s(pid: int) -> tuple[float, float]:
+    """CPU seconds of process ``pid`` and of the processes it started and waited for."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
+
+
+def commit_cost_run(args: argparse.Namespace) -> dict[str, Any]:
+    """One variant, in this process."""
+    spark = session("scd-bench-commit-cost", local_fs=args.variant == "scd")
+    jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    with tempfile.TemporaryDirectory(prefix="scd-cost-", dir=args.work_dir) as work:
+        location = str(Path(work) / "store")
+        shutil.copytree(args.store, location)
+        store = DeltaStore(spark, location)
+        state = store.open()
+        assert state.offset is not None
+        offset = state.offset + 1
+        for _ in range(args.warmup):  # JIT, Delta's caches: not counted
+            timed_commit(store, [unit(offset, page_package(f"w{offset}", 20 * offset, 0))])
+            offset += 1
+        python0, (jvm0, children0), started = _cpu_s(os.getpid())[0], _cpu_s(jvm_pid), time.time()
+        times = []
+        for _ in range(args.commits):
+            times.append(
+                timed_commit(store, [unit(offset, page_package(f"c{offset}", 20 * offset, 0))])
+            )
+            offset += 1
+        python1, (jvm1, children1), ended = _cpu_s(os.getpid())[0], _cpu_s(jvm_pid), time.time()
+    spark.stop()
+    n = args.commits
+    return {
+        "variant": args.variant,
+        "commits": n,
+        "wall_per_commit_s": round((ended - started) / n, 4),
+        "median_commit_s": round(statistics.median(times), 4),
+        "python_cpu_per_commit_s": round((python1 - python0) / n, 4),
+        "jvm_cpu_per_commit_s": round((jvm1 - jvm0) / n, 4),
+        "child_processes_cpu_per_commit_s": round((children1 - children0) / n, 4),
+    }
+
+
+def commit_cost(args: argparse.Namespace) -> dict[str, Any]:
+    """Both variants, each run in its own process (the JVM keeps its classpath), alternating."""
+    runs: list[dict[str, Any]] = []
+    for r in range(args.runs):
+        for variant in COST_VARIANTS if r % 2 == 0 else COST_VARIANTS[::-1]:
+            command = [sys.executable, str(Path(__file__).resolve()), "commit-cost-run"]
+            command += ["--store", args.store, "--variant", variant]
+            command += ["--commits", str(args.commits), "--warmup", str(args.warmup)]
+            if args.work_dir:
+                command += ["--work-dir", args.work_dir]
+            out = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
+            runs.append({"run": r, **json.loads(out)})
+            print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+    summary: dict[str, Any] = {}
+    for variant in COST_VARIANTS:
+        chosen = [x for x in runs if x["variant"] == variant]
+        summary[variant] = {
+            key: [x[key] for x in chosen] for key in chosen[0] if key.endswith("_s")
+        }
+    scd, hadoop = summary["scd"], summary["hadoop"]
+    summary["wall_scd_to_hadoop"] = [
+        round(a / b, 2)
+        for a, b in zip(scd["wall_per_commit_s"], hadoop["wall_per_commit_s"], strict=True)
+    ]
+    return {"store": args.store, "summary": summary, "runs": runs}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -643,6 +725,16 @@ def main() -> None:
         else:
             pac.add_argument("--variant", choices=PACED_VARIANTS, required=True)
             pac.add_argument("--seed", type=int, default=0)
+    for name in ("commit-cost", "commit-cost-run"):
+        cost = sub.add_parser(name)
+        cost.add_argument("--store", required=True, help="a generated store (copied per run)")
+        cost.add_argument("--commits", type=int, default=150)
+        cost.add_argument("--warmup", type=int, default=40, help="commits before the clock starts")
+        cost.add_argument("--work-dir", default=None, help="where the copies go")
+        if name == "commit-cost":
+            cost.add_argument("--runs", type=int, default=2)
+        else:
+            cost.add_argument("--variant", choices=COST_VARIANTS, required=True)
     args = parser.parse_args()
     handlers = {
         "generate": generate,
@@ -651,6 +743,8 @@ def main() -> None:
         "compare": compare,
         "paced": paced,
         "paced-run": paced_run,
+        "commit-cost": commit_cost,
+        "commit-cost-run": commit_cost_run,
     }
     print(json.dumps(handlers[args.command](args), indent=2))
 
