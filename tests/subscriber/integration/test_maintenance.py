@@ -204,14 +204,15 @@ def test_a_fold_beside_imports_lands_and_never_fails_one(spark: Any, tmp_path: P
     folding.join()
     assert errors == []
     import_one_at_a_time(reference, 24, offset - 24)
-    actions = commit_actions(location, "Manual Update")
+    actions = commit_actions(location, "DELETE")
     info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
     fold_version = max(
         int(p.stem)
         for p in Path(location, "_delta_log").glob("*.json")
-        if '"Manual Update"' in p.read_text()
+        if '"DELETE"' in p.read_text()
     )
-    assert info["readVersion"] < fold_version - 1  # imports landed between its read and commit
+    # Imports landed between the version it read and its commit.
+    assert json.loads(info["userMetadata"])["fold"]["read_version"] < fold_version - 1
     assert info["isolationLevel"] == "SnapshotIsolation"
     assert all(not a[k]["dataChange"] for a in actions for k in ("add", "remove") if k in a)
     assert content(spark, location) == content(spark, unfolded)

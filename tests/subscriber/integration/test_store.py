@@ -313,7 +313,8 @@ def test_a_fold_commits_only_while_no_import_commits(spark: Any, tmp_path: Path)
         assert not folded.wait(20)  # it read and wrote its files, then waits to commit
         assert _latest(table)["version"] == version
     assert folded.wait(60)
-    assert _latest(table)["operation"] == "Manual Update"
+    # A DELETE (not a MANUAL UPDATE): Delta derives its checksum from the last version's.
+    assert _latest(table)["operation"] == "DELETE"
     assert store.state is not None
     assert store.state.scopes == 0
     assert stored_paths(store) == {"/a"}  # the deep ADD of /a replaced /a/b
@@ -321,6 +322,44 @@ def test_a_fold_commits_only_while_no_import_commits(spark: Any, tmp_path: Path)
     assert found is not None
     assert found.properties["v"][2] == ["2"]
     assert spark.read.format("delta").load(store.location).where("kind = 'node'").count() == 1
+
+
+def test_a_fold_whose_files_another_commit_removed_is_dropped(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fold checks the commits that landed since the version it read: one that removed a
+    file the fold rewrites (a compaction, committed just before the fold takes the lock) fails
+    the fold, and the table keeps the compaction's content, nothing twice."""
+    from delta.tables import DeltaTable
+
+    from subscriber.store.current_tree import FoldConflict
+
+    store = DeltaStore(spark, str(tmp_path / "store"))
+    store.open()
+    store.commit(new_change_set([add(0, "/a", node("/a", v="1"), node("/a/b"))]))
+    store.commit(new_change_set([add(1, "/a", node("/a", v="2"))]))
+    lock = store.commit_lock
+
+    class CompactingFirst:
+        def __enter__(self) -> None:
+            store.compact(1 << 30)
+            lock.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            lock.release()
+
+    monkeypatch.setattr(store, "commit_lock", CompactingFirst())
+    with pytest.raises(FoldConflict, match="which the fold rewrote"):
+        store.fold(1000)
+    assert _latest(DeltaTable.forPath(spark, store.location))["operation"] == "OPTIMIZE"
+    assert store.state is not None
+    assert store.state.scopes == 2  # nothing folded
+    rows = spark.read.format("delta").load(store.location)
+    assert rows.where("kind = 'node'").count() == 3  # /a twice and /a/b: none lost or doubled
+    assert stored_paths(store) == {"/a"}
+    found = store.node("/a")
+    assert found is not None
+    assert found.properties["v"][2] == ["2"]
 
 
 def _latest(table: Any) -> Any:
