@@ -42,6 +42,7 @@ Everything prints JSON on stdout.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import inspect
 import json
@@ -55,7 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -516,21 +517,30 @@ def paced_loop(
     return latencies, failures
 
 
-def paced_run(args: argparse.Namespace) -> dict[str, Any]:
-    """One variant, in this process (the tree SCD_BENCH_TREE names) on a copy of the store."""
-    from subscriber.maintenance import Maintenance
-
-    spark = session("scd-bench-bigstore-paced")
-    with tempfile.TemporaryDirectory(prefix="scd-paced-", dir=args.work_dir) as work:
+@contextlib.contextmanager
+def warm_copy(spark: Any, args: argparse.Namespace) -> Iterator[tuple[DeltaStore, int]]:
+    """A copy of ``args.store`` (in ``args.work_dir``), open, after ``args.warmup`` commits of
+    a new page (JIT, Delta's caches: not counted); the store and its next offset."""
+    with tempfile.TemporaryDirectory(prefix="scd-bench-", dir=args.work_dir) as work:
         location = str(Path(work) / "store")
         shutil.copytree(args.store, location)
         store = DeltaStore(spark, location)
         state = store.open()
         assert state.offset is not None
-        offset, pages = state.offset + 1, args.pages
-        for _ in range(args.warmup):  # JIT, Delta's caches: not counted
+        offset = state.offset + 1
+        for _ in range(args.warmup):
             timed_commit(store, [unit(offset, page_package(f"w{offset}", 20 * offset, 0))])
             offset += 1
+        yield store, offset
+
+
+def paced_run(args: argparse.Namespace) -> dict[str, Any]:
+    """One variant, in this process (the tree SCD_BENCH_TREE names) on a copy of the store."""
+    from subscriber.maintenance import Maintenance
+
+    spark = session("scd-bench-bigstore-paced")
+    with warm_copy(spark, args) as (store, offset):
+        pages = args.pages
         maintenance = None
         if args.variant == "with":
             policy = MaintenancePolicy(
@@ -633,16 +643,7 @@ def commit_cost_run(args: argparse.Namespace) -> dict[str, Any]:
     """One variant, in this process."""
     spark = session("scd-bench-commit-cost", local_fs=args.variant == "scd")
     jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-    with tempfile.TemporaryDirectory(prefix="scd-cost-", dir=args.work_dir) as work:
-        location = str(Path(work) / "store")
-        shutil.copytree(args.store, location)
-        store = DeltaStore(spark, location)
-        state = store.open()
-        assert state.offset is not None
-        offset = state.offset + 1
-        for _ in range(args.warmup):  # JIT, Delta's caches: not counted
-            timed_commit(store, [unit(offset, page_package(f"w{offset}", 20 * offset, 0))])
-            offset += 1
+    with warm_copy(spark, args) as (store, offset):
         python0, (jvm0, children0), started = _cpu_s(os.getpid())[0], _cpu_s(jvm_pid), time.time()
         times = []
         for _ in range(args.commits):

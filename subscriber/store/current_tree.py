@@ -112,11 +112,12 @@ def fold(
     it fail (FoldConflict). ``commit_lock`` (the store's) is held while it commits, so that it
     does not race this process's imports for a version.
 
-    Delta's own conflict check, run inside the commit, read every commit that landed since the
-    fold's version, and rebuilt the table's checksum from its whole state (the fold's snapshot
-    was no longer the latest): 0.4-1.0 s under the lock, while every package due waited for it.
-    So the fold checks those commits itself (``_check_since``), mostly before it takes the lock,
-    and commits through a transaction started under the lock, at the latest version: that
+    Committed as a MANUAL UPDATE from the version it read, the fold held the lock for
+    0.4-1.0 s while every package due waited: Delta checked each commit that landed since that
+    version, and rebuilt the table's whole state for the new snapshot and its checksum (it
+    derives those from the last version's for every operation but MANUAL UPDATE). So the fold
+    checks those commits itself (``_check_since``), mostly before it takes the lock, and commits
+    as a DELETE through a transaction started under the lock, at the latest version: that
     commit takes what an import's takes. Like a compaction it changes no content, so it carries
     no writer id: a deposed writer's fold deletes only what stays covered. There is no public
     API for such a commit; it goes through Delta's OptimisticTransaction (JVM gateway)."""
