@@ -29,7 +29,7 @@ import uuid
 from typing import Any
 
 from runtime.clock import now_ms
-from subscriber.store import current_tree, delta_maintenance
+from subscriber.store import current_tree, delta_maintenance, folding
 from subscriber.store.base import EVERY_AGENT, FileStats, PendingStatus, StepOutcome, StoreState
 from subscriber.store.changes import ChangeSet, status_name
 from subscriber.store.rows import (
@@ -79,6 +79,11 @@ STORE_SESSION_CONF = {
     # table has few files, which is what a compacted store has: 20-40 KB of log per commit
     # instead of 2 KB.
     "spark.databricks.delta.allFilesInCrc.enabled": "false",
+    # Each file's least and greatest path, which the fold picks its files by
+    # (subscriber.store.scope_ranges): Delta's default keeps 32 characters, and a site's paths
+    # share longer prefixes ("/content/site/en/products-and-s"), so every file's range held
+    # every path. Paths longer than this keep a range that is wider than the file's, not wrong.
+    "spark.databricks.io.skipping.stringPrefixLength": "256",
 }
 
 # Settings of the session the maintenance steps run in (``maintenance_spark``), beside the
@@ -497,7 +502,7 @@ class DeltaStore:
 
     def fold(self, max_scopes: int) -> StepOutcome:
         assert self.state is not None, "open() the store first"
-        outcome, folded = current_tree.fold(
+        outcome, folded = folding.fold(
             self.maintenance_spark, self.location, max_scopes, self.commit_lock
         )
         # Imports may have added scopes meanwhile (the fold runs beside them): only what it

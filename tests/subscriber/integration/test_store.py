@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
@@ -17,7 +19,7 @@ from subscriber.store.delta import (
     EARLIER_CHECKPOINT_INTERVALS,
     DeltaStore,
 )
-from subscriber.store.rows import SCHEMA, rows_frame
+from subscriber.store.rows import SCHEMA, node_row, rows_frame
 from subscriber.writer.errors import WriterDeposed
 from tests.subscriber.harness import committed_offsets, last_checkpoint, stored_paths
 from tests.subscriber.packages import add, delete, new_change_set, node
@@ -332,7 +334,7 @@ def test_a_fold_whose_files_another_commit_removed_is_dropped(
     the fold, and the table keeps the compaction's content, nothing twice."""
     from delta.tables import DeltaTable
 
-    from subscriber.store.current_tree import FoldConflict
+    from subscriber.store.folding import FoldConflict
 
     store = DeltaStore(spark, str(tmp_path / "store"))
     store.open()
@@ -367,3 +369,44 @@ def _latest(table: Any) -> Any:
     entry = table.history(1).first()
     assert entry is not None
     return entry
+
+
+def test_a_fold_reads_only_the_files_that_can_hold_what_it_folds(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The fold picks its files by their path and parent statistics: a file of another
+    subtree is not read (here it is unreadable, and the fold still succeeds), while the files
+    holding the folded scopes and what they cover are rewritten. The other subtree was loaded
+    in bulk (node rows, no scope), as a generated store is, so no step of the fold needs it."""
+    from delta.tables import DeltaTable
+
+    store = DeltaStore(spark, str(tmp_path / "store"))
+    store.open()
+    store.commit(new_change_set([add(0, "/near", node("/near", v="1"), node("/near/x"))]))
+    store.commit(new_change_set([add(1, "/near", node("/near", v="2"))]))
+    loaded = [node_row(node(p), 0, "bulk", "publish", 0) for p in ("/far", "/far/y")]
+    rows_frame(spark, loaded).coalesce(1).write.format("delta").mode("append").save(store.location)
+    table = DeltaTable.forPath(spark, store.location)
+    (far,) = _files_added_by(store.location, _latest(table)["version"])
+    intact = far.read_bytes()
+    far.write_bytes(b"not a parquet file")  # any read of it fails
+    try:
+        store.fold(max_scopes=1000)
+    finally:
+        far.write_bytes(intact)
+    assert _latest(table)["operation"] == "DELETE"  # the fold's commit
+    assert store.state is not None
+    assert store.state.scopes == 0
+    rows = spark.read.format("delta").load(store.location).where("kind = 'node'")
+    assert sorted((r["path"], r["offset"]) for r in rows.collect()) == [
+        ("/far", 0),
+        ("/far/y", 0),
+        ("/near", 1),
+    ]
+
+
+def _files_added_by(location: str, version: int) -> list[Path]:
+    """The data files that version ``version`` of the table at ``location`` added."""
+    log = Path(location) / "_delta_log" / f"{version:020d}.json"
+    actions = [json.loads(line) for line in log.read_text().splitlines()]
+    return [Path(location) / unquote(a["add"]["path"]) for a in actions if "add" in a]

@@ -1,0 +1,279 @@
+"""The fold: deletes the node versions that the oldest scopes cover, and those scopes, so that a
+store table stays close to its current tree (subscriber.store.current_tree) while reads and the
+table get smaller.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.clock import now_ms
+from subscriber.store.base import StepOutcome
+from subscriber.store.current_tree import folded_rows_sql
+from subscriber.store.rows import KIND_SCOPE
+from subscriber.store.scope_ranges import FileRanges, covered, files_meeting
+
+
+def fold(
+    spark: Any,
+    location: str,
+    max_scopes: int,
+    commit_lock: AbstractContextManager[Any],
+) -> tuple[StepOutcome, int]:
+    """Delete the node versions the oldest scopes (about ``max_scopes``: all of the offsets
+    they belong to) cover, and those scopes, in one commit: the current tree stays the same,
+    reads and the table get smaller. Returns the outcome and how many scopes it removed.
+
+    The fold reads one version of the table and rewrites the files of that version that hold a
+    row it deletes, without the rows; appends committed meanwhile are neither read nor touched.
+    It commits its files with ``dataChange = false`` (like OPTIMIZE): the current tree is the
+    same, so Delta checks it with snapshot isolation and a concurrent append cannot fail it
+    (with a MERGE, the table's Serializable isolation failed the fold beside every import). It
+    reads only the files that can hold a row it deletes, by their path and parent statistics
+    (subscriber.store.scope_ranges): its cost follows what it folds, not the table's size (a
+    fold of 200 scopes on a million-node store read every file, twice). A concurrent fold or
+    compaction that removed one of its files still makes it fail (FoldConflict). ``commit_lock``
+    (the store's) is held while it commits, so that it does not race this process's imports for
+    a version.
+
+    Committed as a MANUAL UPDATE from the version it read, the fold held the lock for
+    0.4-1.0 s while every package due waited: Delta checked each commit that landed since that
+    version, and rebuilt the table's whole state for the new snapshot and its checksum (it
+    derives those from the last version's for every operation but MANUAL UPDATE). So the fold
+    checks those commits itself (``_check_since``), mostly before it takes the lock, and commits
+    as a DELETE through a transaction started under the lock, at the latest version: that
+    commit takes what an import's takes. Like a compaction it changes no content, so it carries
+    no writer id: a deposed writer's fold deletes only what stays covered. There is no public
+    API for such a commit; it goes through Delta's OptimisticTransaction (JVM gateway)."""
+    with _active_session(spark):
+        return _fold(spark, location, max_scopes, commit_lock)
+
+
+def _fold(
+    spark: Any, location: str, max_scopes: int, commit_lock: AbstractContextManager[Any]
+) -> tuple[StepOutcome, int]:
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as func
+
+    jvm = spark.sparkContext._jvm
+    delta = jvm.org.apache.spark.sql.delta
+    delta_log = delta.DeltaLog.forTable(spark._jsparkSession, location)
+    txn = delta_log.startTransaction()
+    snapshot = txn.snapshot()
+    version = int(txn.readVersion())
+    table = spark.read.format("delta").option("versionAsOf", version).load(location)
+    before = int(snapshot.numOfFiles())
+    folding = _oldest_scopes(table, max_scopes)
+    if not folding:
+        return StepOutcome(before, before), 0
+    up_to = max(scope.offset for scope in folding)
+    candidates = _files_to_fold(spark, snapshot, folding)
+    view = f"scd_fold_{version}"
+    rows = DataFrame(
+        delta_log.createDataFrame(
+            snapshot, _scala_list(jvm, candidates), False, jvm.scala.Option.empty()
+        ),
+        spark,
+    )
+    rows.createOrReplaceTempView(view)
+    keys = ["kind", "path", "offset"]
+    folded = spark.sql(folded_rows_sql(view, up_to)).persist()
+    try:
+        # Cached first, the rows to delete have a known size: when it is below Spark's broadcast
+        # threshold, the joins below broadcast them and each is one scan of one task. As a
+        # sort-merge join, the two scans ran at once on both of local[2]'s task slots, and an
+        # import's task waited seconds for one (bench/README.md, the million-node store). The
+        # count of its scopes is the action that fills the cache.
+        scopes_folded = folded.where(f"kind = '{KIND_SCOPE}'").count()
+        located = rows.select("*", func.col("_metadata.file_path").alias(_FILE))
+        holding = located.join(folded, keys, "left_semi").select(_FILE).distinct()
+        touched = [r[_FILE] for r in holding.collect()]
+        names = {_file_name(p) for p in touched}
+        removed = [f for f in candidates if _file_name(f.path()) in names]
+        kept = (
+            located.where(func.col(_FILE).isin(touched))
+            .join(folded, keys, "left_anti")
+            .select(*table.columns)
+        )
+        written = txn.writeFiles(kept._jdf)
+    finally:
+        folded.unpersist()
+        spark.catalog.dropTempView(view)
+    now = now_ms()
+    added = _seq(written)
+    actions = [_rearranged(add) for add in added]
+    actions += [add.removeWithTimestamp(now, False) for add in removed]
+    if removed:
+        seq = _scala_list(jvm, actions)
+        # A DELETE without a predicate: Delta derives the new version's checksum from the last
+        # one for it; for a MANUAL UPDATE it rebuilt the table's whole state (0.4 s on 3,000
+        # nodes), under the lock.
+        delete = getattr(delta, "DeltaOperations$Delete")(_scala_list(jvm, []))
+        checked = _check_since(delta_log, version, names)
+        with commit_lock, _commit_settings(spark, {"fold": {"read_version": version}}):
+            latest = delta_log.startTransaction()
+            # The commits since the check above (another process's too: Delta checks those that
+            # land after this transaction started).
+            _check_since(delta_log, checked, names)
+            latest.commit(seq, delete)
+    return StepOutcome(before, before - len(removed) + len(added)), int(scopes_folded)
+
+
+def _files_to_fold(spark: Any, snapshot: Any, folding: list[_Scope]) -> list[Any]:
+    """The files (AddFile) of ``snapshot`` that can hold a row the fold deletes: those of the
+    scopes ``folding``, and those whose statistics allow a node these cover (scope_ranges)."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as func
+
+    def stat(field: str) -> Any:
+        return func.get_json_object("stats", f"$.{field}")
+
+    columns = [
+        stat(f"{bound}Values.{column}")
+        for column in ("kind", "path", "parent")
+        for bound in ("min", "max")
+    ]
+    rows = DataFrame(snapshot.allFiles().toDF(), spark).select("path", *columns).collect()
+    stats = [FileRanges(r[0], (r[1], r[2]), (r[3], r[4]), (r[5], r[6])) for r in rows]
+    where = covered((scope.path, scope.deep) for scope in folding)
+    scope_files = {scope.file for scope in folding}
+    chosen = set(files_meeting(stats, where)) | {
+        r[0] for r in rows if _file_name(r[0]) in scope_files
+    }
+    return list(snapshot.allFiles().where(func.col("path").isin(list(chosen))._jc).collectAsList())
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """A scope row the fold removes: its offset, path, whether deep, and its file's name."""
+
+    offset: int
+    path: str
+    deep: bool
+    file: str
+
+
+def _oldest_scopes(table: Any, max_scopes: int) -> list[_Scope]:
+    """The oldest scopes of ``table`` (about ``max_scopes``: all of the offsets they belong
+    to)."""
+    from pyspark.sql import functions as func
+
+    scopes = table.where(f"kind = '{KIND_SCOPE}'").select(
+        "offset", "path", "info", func.col("_metadata.file_path")
+    )
+    oldest = scopes.orderBy("offset").limit(max_scopes).collect()
+    if oldest and len(oldest) == max_scopes:  # the last offset's other scopes too
+        last = int(oldest[-1]["offset"])
+        oldest = [r for r in oldest if r["offset"] < last]
+        oldest += scopes.where(f"offset = {last}").collect()
+    return [_Scope(int(r[0]), str(r[1]), r[2] == "deep", _file_name(r[3])) for r in oldest]
+
+
+class FoldConflict(RuntimeError):
+    """A commit that landed while the fold ran removed a file the fold rewrites, or changed the
+    table's schema or protocol: the fold is dropped (the maintenance step fails) and runs again
+    when next due. Delta raises its ConcurrentDeleteDeleteException for the same case."""
+
+
+# Actions of a commit after the fold's version that invalidate the files it wrote.
+_TABLE_ACTIONS = ("Metadata", "Protocol")
+
+
+def _check_since(delta_log: Any, version: int, names: set[str]) -> int:
+    """The last version of the table; FoldConflict when a commit after ``version`` removed a
+    file named in ``names`` or changed the table's metadata or protocol."""
+    last = version
+    changes = delta_log.getChanges(version + 1, True)  # True: a missing version raises
+    while changes.hasNext():
+        committed = changes.next()
+        last = int(committed._1())
+        for action in _seq(committed._2()):
+            kind = action.getClass().getSimpleName()
+            if kind in _TABLE_ACTIONS:
+                raise FoldConflict(f"version {last} changed the table ({kind}) during the fold")
+            if kind == "RemoveFile" and _file_name(action.path()) in names:
+                raise FoldConflict(
+                    f"version {last} removed {_file_name(action.path())}, which the fold rewrote"
+                )
+    return last
+
+
+_HISTORY_METRICS = "spark.databricks.delta.history.metricsEnabled"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+@contextmanager
+def _active_session(spark: Any) -> Iterator[None]:
+    """``spark`` (the maintenance session, used by that thread alone) as the thread's active
+    session, which Delta takes its settings from and builds its DataFrames in; the thread's
+    previous one is restored after."""
+    sessions = spark.sparkContext._jvm.org.apache.spark.sql.SparkSession
+    previous = sessions.getActiveSession()
+    sessions.setActiveSession(spark._jsparkSession)
+    try:
+        yield
+    finally:
+        if previous.isDefined():
+            sessions.setActiveSession(previous.get())
+        else:
+            sessions.clearActiveSession()
+
+
+@contextmanager
+def _commit_settings(spark: Any, metadata: dict[str, object]) -> Iterator[None]:
+    """``metadata`` as the user metadata of the commit (the version the fold read, for its
+    history), and no history metrics (Delta takes a DELETE's from the SQL metrics of its own
+    DELETE command, which the fold has none of)."""
+    spark.conf.set(_HISTORY_METRICS, "false")
+    spark.conf.set(_USER_METADATA, json.dumps(metadata))
+    try:
+        yield
+    finally:
+        spark.conf.unset(_HISTORY_METRICS)
+        spark.conf.unset(_USER_METADATA)
+
+
+_FILE = "_scd_file"
+# dataChange's place among AddFile's fields (path, partitionValues, size, modificationTime, ...).
+_DATA_CHANGE = 4
+
+
+def _file_name(path: str) -> str:
+    """A data file's name: Delta names each file uniquely (part-...-<uuid>...), whether the log
+    holds it relative to the table or as an absolute URI."""
+    return str(path).rsplit("/", 1)[-1]
+
+
+def _seq(seq: Any) -> list[Any]:
+    """A Scala Seq from the JVM gateway as a Python list."""
+    iterator = seq.iterator()
+    items = []
+    while iterator.hasNext():
+        items.append(iterator.next())
+    return items
+
+
+def _scala_list(jvm: Any, items: list[Any]) -> Any:
+    """A Scala List (immutable Seq) of ``items``, for the JVM gateway."""
+    values = jvm.java.util.ArrayList()
+    for item in items:
+        values.add(item)
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toList()
+
+
+def _rearranged(add: Any) -> Any:
+    """The AddFile with ``dataChange = false`` and every other field as it is: Scala's
+    ``copy`` takes each field, and ``copy$default$N`` returns field N's current value, so this
+    holds whatever fields the running Delta version's AddFile has (4.0 has 11; 4.4 adds two)."""
+    count = next(
+        m for m in add.getClass().getMethods() if m.getName() == "copy"
+    ).getParameterCount()
+    fields = [getattr(add, f"copy$default${n}")() for n in range(1, count + 1)]
+    if fields[_DATA_CHANGE] is not add.dataChange():
+        raise RuntimeError(f"AddFile field {_DATA_CHANGE + 1} of {count} is not dataChange")
+    fields[_DATA_CHANGE] = False
+    return add.copy(*fields)
