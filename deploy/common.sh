@@ -65,7 +65,8 @@ scd_pid_alive() {
     pid="$(<"$pidfile")"
     [[ "$pid" =~ ^[0-9]+$ ]] || return 1
     scd_proc_alive "$pid" || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$pattern"
+    # Without -q, grep reads to the end: tr never dies of SIGPIPE (pipefail).
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -F -- "$pattern" >/dev/null
 }
 
 # scd_require_free_ports HINT PORT...: dies when something already accepts TCP connections on
@@ -118,6 +119,14 @@ scd_launch() {
     scd_wait_while "$SCD_WATCHER_TIMEOUT_S" test ! -s "$pidfile" \
         || scd_die "starting $what: no pid recorded in $pidfile"
     scd_log "started $what (pid $(<"$pidfile"))"
+}
+
+# scd_log_has LOG BYTES TEXT: true once LOG, past its first BYTES, holds TEXT. grep reads to the
+# end (no -q): with -q it stops at the match, tail dies of SIGPIPE once more than a pipe's 64 KiB
+# follow it, and under pipefail every later check fails (MirrorMaker logs that much within
+# seconds of the line a start waits for: a start that logged it after 9 s timed out at 120 s).
+scd_log_has() {
+    tail -c "+$(($2 + 1))" "$1" 2>/dev/null | grep -F -- "$3" >/dev/null
 }
 
 # scd_wait_ready NAME PID TIMEOUT_S LOG COMMAND [ARGS...]: runs COMMAND every 0.2 s until it

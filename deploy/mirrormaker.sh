@@ -56,8 +56,6 @@ cmd_install() {
 
 mm2_running() { scd_pid_alive "$MM2_PIDFILE" "$MM2_PROC_PATTERN"; }
 
-# started_since BYTES: true once the log, past its first BYTES, says MirrorMaker started.
-started_since() { tail -c "+$(($1 + 1))" "$MM2_LOG" 2>/dev/null | grep -qF "$MM2_STARTED_LINE"; }
 
 cmd_start() {
     local started config="${SCD_MM2_CONFIG:-}" log_bytes pid
@@ -83,7 +81,7 @@ cmd_start() {
         org.apache.kafka.connect.mirror.MirrorMaker "$MM2_CONF"
     pid="$(<"$MM2_PIDFILE")"
     if ! scd_wait_ready "MirrorMaker '$MM2_NAME'" "$pid" "$MM2_START_TIMEOUT_S" "$MM2_LOG" \
-        started_since "$log_bytes"; then
+        scd_log_has "$MM2_LOG" "$log_bytes" "$MM2_STARTED_LINE"; then
         cmd_stop
         scd_die "MirrorMaker '$MM2_NAME' failed to start"
     fi

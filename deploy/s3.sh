@@ -65,7 +65,8 @@ cmd_install() {
 s3_running() { scd_pid_alive "$S3_PIDFILE" "$S3_PROC_PATTERN"; }
 
 # probe: one authenticated S3 call (ListBuckets); true on a valid answer.
-probe() { scd_s3 GET / --fail 2>/dev/null | grep -q '<ListAllMyBucketsResult'; }
+# Without -q, grep reads to the end: the client never dies of SIGPIPE (pipefail).
+probe() { scd_s3 GET / --fail 2>/dev/null | grep -F '<ListAllMyBucketsResult' >/dev/null; }
 
 # launch MODE: starts the server with object metadata in xattrs or a sidecar directory and
 # waits until it answers (scd_wait_ready's status: 2 when it exited).

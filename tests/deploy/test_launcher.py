@@ -111,3 +111,17 @@ def test_stop_kills_the_group_of_a_daemon_that_ignores_sigterm(
     again = bash(f"scd_stop sleeper {pidfile} 'sh -c' 1", tmp_path)
     assert again.returncode == 0
     assert "sleeper is not running" in again.stderr
+
+
+def test_log_has_finds_text_followed_by_more_than_a_pipe_holds(tmp_path: Path) -> None:
+    """The readiness check of a start: the text after the log's first BYTES, however much the
+    daemon logged after it (a check that stopped reading at the match failed under pipefail
+    once over 64 KiB followed it)."""
+    log = tmp_path / "daemon.log"
+    before = "an earlier start: started\n"
+    log.write_text(before + "started\n" + "refreshing topics took 9 ms\n" * 20_000)
+    assert log.stat().st_size > 8 * 65536
+    assert bash(f"scd_log_has {log} {len(before)} started", tmp_path).returncode == 0
+    # Only what came before the offset says it: not this start's.
+    assert bash(f"scd_log_has {log} {len(before)} earlier", tmp_path).returncode != 0
+    assert bash(f"scd_log_has {tmp_path / 'missing.log'} 0 started", tmp_path).returncode != 0
