@@ -7,7 +7,7 @@ an idle poll (both short; they change rows or metadata an import depends on, so 
 run beside one); the fold, the checkpoint, the compaction and VACUUM run in the maintenance
 thread while imports go on, and nothing else is started until the step in it ended. None of
 those four can make an import fail: imports are blind appends, and none of them deletes a file
-an import reads. Their Spark work yields cores to the imports' (DeltaStore.maintenance_spark,
+an import reads. Their Spark work yields cores to the imports' (DeltaStore.in_maintenance_thread,
 subscriber/spark_pools.xml), but on a small machine it still shares the CPU with them.
 Steps, in the order they are considered:
 

@@ -33,6 +33,13 @@ SPARK_LOG_LEVEL = "ERROR"
 # queued before it (tens of seconds on a million-node store); with these pools its tasks take
 # the next free core.
 SCHEDULER_POOLS = Path(__file__).with_name("spark_pools.xml")
+# A thread's jobs go to the pool this local property names (none: "default", the imports').
+POOL_PROPERTY = "spark.scheduler.pool"
+MAINTENANCE_POOL = "maintenance"
+# An agent that is not ready yet: a new instance, out of service until it has caught up, gets
+# the next free core before the imports of the agents already serving (a joiner queued behind
+# a hundred agents' imports took 92 s to become ready, bench/README.md).
+STARTING_POOL = "catch_up"
 # The JDK logs each class it cannot archive (hundreds: generated, signed-jar and pre-Java-6
 # classes) and a warning when an archive does not match: neither is the user's concern.
 QUIET_CLASS_ARCHIVE = "-Xlog:cds=off -Xlog:cds+dynamic=off"

@@ -143,6 +143,7 @@ class ImportLoop:
         self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-prefetch")
         self._prefetched: Future[Polled] | None = None
         self._holding = False  # paused: no consumer open, and none until resumed
+        self._starting: bool | None = None  # what the store was last told (in_import_thread)
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -225,6 +226,7 @@ class ImportLoop:
         """One pass of the loop: wait on standby, or claim and open the store when it became
         active, and import one batch (tests drive it by hand)."""
         try:
+            self._schedule()
             if not self.role.active:
                 self.stand_by()
                 self.stop.wait(self.settings.poll_timeout_s)
@@ -248,6 +250,14 @@ class ImportLoop:
             log.exception("%s: import loop failed; resuming from the stored offset", self.name)
             self.close()
             self.stop.wait(self.settings.retry_initial_s)
+
+    def _schedule(self) -> None:
+        """Until the agent is ready, the store's work in this thread comes before that of the
+        agents already serving (Store.in_import_thread)."""
+        starting = self.readiness.ready_after_s is None
+        if starting != self._starting:
+            self.store.in_import_thread(starting)
+            self._starting = starting
 
     def run_once(self) -> int:
         """Poll and import one batch; returns the number of records handled."""

@@ -144,6 +144,12 @@ class Store(Protocol):
         """Called first in the maintenance thread (subscriber.maintenance): the store's work
         in this thread yields to the imports' from now on."""
 
+    def in_import_thread(self, starting: bool) -> None:
+        """Called by the import loop (subscriber.bookkeeper.loop) when it starts, with
+        ``starting`` True, and once its agent is ready, with False: the store's work in this
+        thread comes before the other agents' imports while starting (a new instance is out
+        of service until then), and takes turns with them after."""
+
     # Maintenance (subscriber.maintenance): each call is one short operation on the store that
     # changes neither content nor offset.
     def file_stats(self, small_file_bytes: int | None = None) -> FileStats:

@@ -26,9 +26,11 @@ import json
 import logging
 import threading
 import uuid
+from contextlib import AbstractContextManager
 from typing import Any
 
 from runtime.clock import now_ms
+from subscriber.spark import MAINTENANCE_POOL, POOL_PROPERTY, STARTING_POOL
 from subscriber.store import current_tree, delta_maintenance, folding
 from subscriber.store.base import EVERY_AGENT, FileStats, PendingStatus, StepOutcome, StoreState
 from subscriber.store.changes import ChangeSet, status_name
@@ -314,8 +316,9 @@ class DeltaStore:
         replace rows) then replay the log from here."""
         counted = self.commits_since_checkpoint
         try:
-            _write_checkpoint(self.maintenance_spark, self.location)
-            delta_maintenance.clean_log(self.maintenance_spark, self.location)
+            with self._maintaining() as spark:
+                _write_checkpoint(spark, self.location)
+                delta_maintenance.clean_log(spark, self.location)
         finally:
             # Also after a failure: the next try comes after as many commits again. Imports
             # committed meanwhile (it runs beside them) count towards the next one.
@@ -502,9 +505,8 @@ class DeltaStore:
 
     def fold(self, max_scopes: int) -> StepOutcome:
         assert self.state is not None, "open() the store first"
-        outcome, folded = folding.fold(
-            self.maintenance_spark, self.location, max_scopes, self.commit_lock
-        )
+        with self._maintaining() as spark:
+            outcome, folded = folding.fold(spark, self.location, max_scopes, self.commit_lock)
         # Imports may have added scopes meanwhile (the fold runs beside them): only what it
         # removed is taken off.
         self._count(1, -folded)
@@ -523,30 +525,33 @@ class DeltaStore:
             self._maintenance_spark = session
         return self._maintenance_spark
 
+    def _maintaining(self) -> AbstractContextManager[Any]:
+        """The maintenance session, as the thread's active one for the block (whichever thread
+        runs the step: the maintenance thread, a test, ``scd content maintain``)."""
+        return delta_maintenance.active_session(self.maintenance_spark)
+
     def in_maintenance_thread(self) -> None:
         """Spark jobs of this thread go to the maintenance scheduler pool: an import's tasks
-        take the next free core instead of waiting behind a fold's (subscriber/spark.py). Delta
-        looks up the thread's active session: the maintenance session is made it."""
-        self.spark.sparkContext.setLocalProperty(
-            delta_maintenance.SCHEDULER_POOL, delta_maintenance.MAINTENANCE_POOL
-        )
-        jvm = self.spark.sparkContext._jvm
-        jvm.org.apache.spark.sql.SparkSession.setActiveSession(
-            self.maintenance_spark._jsparkSession
-        )
+        take the next free core instead of waiting behind a fold's (subscriber/spark.py)."""
+        self.spark.sparkContext.setLocalProperty(POOL_PROPERTY, MAINTENANCE_POOL)
+
+    def in_import_thread(self, starting: bool) -> None:
+        """Spark jobs of this thread go to the pool of starting agents while ``starting``,
+        else to the imports' (subscriber/spark_pools.xml)."""
+        self.spark.sparkContext.setLocalProperty(POOL_PROPERTY, STARTING_POOL if starting else None)
 
     def file_stats(self, small_file_bytes: int | None = None) -> FileStats:
         return delta_maintenance.file_stats(self.spark, self.location, small_file_bytes)
 
     def compact(self, target_file_bytes: int) -> StepOutcome:
-        outcome = delta_maintenance.compact(
-            self.maintenance_spark, self.location, target_file_bytes
-        )
+        with self._maintaining() as spark:
+            outcome = delta_maintenance.compact(spark, self.location, target_file_bytes)
         self._count(1)
         return outcome
 
     def vacuum(self, *, full: bool) -> StepOutcome:
-        outcome = delta_maintenance.vacuum(self.maintenance_spark, self.location, full=full)
+        with self._maintaining() as spark:
+            outcome = delta_maintenance.vacuum(spark, self.location, full=full)
         self._count(2)  # VACUUM START and END
         return outcome
 

@@ -10,6 +10,8 @@ touching exactly-once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from subscriber.store.base import FileStats, StepOutcome
@@ -27,10 +29,23 @@ FILE_RETENTION = "delta.deletedFileRetentionDuration"
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 OPTIMIZE_MIN_FILE = "spark.databricks.delta.optimize.minFileSize"
 OPTIMIZE_MAX_FILE = "spark.databricks.delta.optimize.maxFileSize"
-# The Spark scheduler pool of the maintenance thread (subscriber/spark_pools.xml), set per
-# thread with this local property.
-SCHEDULER_POOL = "spark.scheduler.pool"
-MAINTENANCE_POOL = "maintenance"
+
+
+@contextmanager
+def active_session(spark: Any) -> Iterator[Any]:
+    """``spark`` (a store's maintenance session) as the thread's active session for the block:
+    Delta takes its settings from the active session and builds its DataFrames in it (a
+    DeltaLog's session is the active one). The thread's previous one is restored after."""
+    sessions = spark.sparkContext._jvm.org.apache.spark.sql.SparkSession
+    previous = sessions.getActiveSession()
+    sessions.setActiveSession(spark._jsparkSession)
+    try:
+        yield spark
+    finally:
+        if previous.isDefined():
+            sessions.setActiveSession(previous.get())
+        else:
+            sessions.clearActiveSession()
 
 
 def quoted(location: str) -> str:

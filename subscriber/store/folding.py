@@ -48,14 +48,9 @@ def fold(
     as a DELETE through a transaction started under the lock, at the latest version: that
     commit takes what an import's takes. Like a compaction it changes no content, so it carries
     no writer id: a deposed writer's fold deletes only what stays covered. There is no public
-    API for such a commit; it goes through Delta's OptimisticTransaction (JVM gateway)."""
-    with _active_session(spark):
-        return _fold(spark, location, max_scopes, commit_lock)
+    API for such a commit; it goes through Delta's OptimisticTransaction (JVM gateway).
 
-
-def _fold(
-    spark: Any, location: str, max_scopes: int, commit_lock: AbstractContextManager[Any]
-) -> tuple[StepOutcome, int]:
+    ``spark`` must be the thread's active session (delta_maintenance.active_session)."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as func
 
@@ -204,23 +199,6 @@ def _check_since(delta_log: Any, version: int, names: set[str]) -> int:
 
 _HISTORY_METRICS = "spark.databricks.delta.history.metricsEnabled"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
-
-
-@contextmanager
-def _active_session(spark: Any) -> Iterator[None]:
-    """``spark`` (the maintenance session, used by that thread alone) as the thread's active
-    session, which Delta takes its settings from and builds its DataFrames in; the thread's
-    previous one is restored after."""
-    sessions = spark.sparkContext._jvm.org.apache.spark.sql.SparkSession
-    previous = sessions.getActiveSession()
-    sessions.setActiveSession(spark._jsparkSession)
-    try:
-        yield
-    finally:
-        if previous.isDefined():
-            sessions.setActiveSession(previous.get())
-        else:
-            sessions.clearActiveSession()
 
 
 @contextmanager

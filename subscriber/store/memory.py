@@ -55,6 +55,7 @@ class MemoryStore:
     # Maintenance: every call in order, with its argument; one "file" per commit until a
     # compaction.
     maintenance_calls: list[tuple[str, object]] = field(default_factory=list)
+    import_thread_calls: list[bool] = field(default_factory=list)  # in_import_thread(starting)
     files: int = 0
     # The table's "bytes": one per node version and scope row written, until a fold leaves the
     # current tree and the scopes not folded.
@@ -199,6 +200,9 @@ class MemoryStore:
 
     def in_maintenance_thread(self) -> None:
         pass  # nothing competes here
+
+    def in_import_thread(self, starting: bool) -> None:
+        self.import_thread_calls.append(starting)  # nothing competes here: only noted
 
     def file_stats(self, small_file_bytes: int | None = None) -> FileStats:
         return FileStats(
