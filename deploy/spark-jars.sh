@@ -6,6 +6,7 @@
 #   deploy/spark-jars.sh --s3a    also s3a    -> $SCD_HOME/jars/s3a/,   list in $SCD_HOME/jars/s3a.txt
 #   deploy/spark-jars.sh --kafka  also Spark's Kafka source (benchmark baseline)
 #                                             -> $SCD_HOME/jars/kafka/, list in $SCD_HOME/jars/kafka.txt
+#   deploy/spark-jars.sh --fingerprint SET   what SET's jars are made from, as a short hash
 #
 # Each list file holds one absolute jar path per line; join them with commas for spark.jars.
 # The paths of the list files are printed on stdout. Does nothing when the jars are present.
@@ -17,10 +18,13 @@ JARS_DIR="$SCD_HOME/jars"
 SPARK_POM="$SCD_DEPLOY_DIR/spark/pom.xml"
 OWN_JAR_DIR="$SCD_REPO_DIR/subscriber/jvm"
 
-# fingerprint SET: what the jars of SET are made from (the pom; for 'delta' also scd's sources).
+# fingerprint SET: what the jars of SET are made from (the pom; for 'delta' also scd's sources),
+# by content alone: every checkout of the same sources shares $SCD_HOME's jars. (With the pom's
+# path in it, a second checkout rebuilt scd's jar under the JVMs of the first, which then
+# failed to load its classes and to map their class archive.)
 fingerprint() {
     {
-        sha256sum "$SPARK_POM"
+        sha256sum <"$SPARK_POM"
         if [[ "$1" == delta ]]; then
             (cd "$OWN_JAR_DIR" && find pom.xml src -type f | LC_ALL=C sort | xargs sha256sum)
         fi
@@ -64,5 +68,6 @@ case "${1:-}" in
     "") fetch delta ;;
     --s3a) fetch delta; fetch s3a ;;
     --kafka) fetch delta; fetch kafka ;;
-    *) echo "usage: $0 [--s3a | --kafka]" >&2; exit 2 ;;
+    --fingerprint) fingerprint "${2:?usage: $0 --fingerprint SET}" ;;
+    *) echo "usage: $0 [--s3a | --kafka | --fingerprint SET]" >&2; exit 2 ;;
 esac

@@ -37,6 +37,7 @@ from subscriber.bookkeeper.failures import FailureReporter
 from subscriber.bookkeeper.loop import ImportLoop
 from subscriber.bookkeeper.staging import CanaryStatuses, StagedImport
 from subscriber.bookkeeper.statuses import IDLE_CHECKPOINT_COMMITS, Bookkeeping
+from subscriber.fleet.commit_slots import CommitSlots
 from subscriber.hooks import ImportHook, ImportHooks
 from subscriber.hooks.loading import load_hooks
 from subscriber.http import CanaryWait, Health
@@ -62,12 +63,14 @@ class SubscriberAgent:
         hooks: Mapping[str, ImportHook] | None = None,
         lease: WriterLease | None = None,
         start_offset: int | None = None,
+        commit_slots: CommitSlots | None = None,
     ) -> None:
         """``store``: the product's is ``DeltaStore(spark, settings.store_path)``; ``lease``:
         the store's writer lease (subscriber.writer.role; None: the only writer, unchecked);
         ``start_offset``: where a new store starts, fixed when the process started
         (subscriber.bookkeeper.behind_log.reset_position; None: resolved when the store opens);
-        ``hooks``: the import hooks by name, in order (None: the configured ones)."""
+        ``hooks``: the import hooks by name, in order (None: the configured ones);
+        ``commit_slots``: shared by the daemon's agents (None: this agent's alone)."""
         hooks = load_hooks(settings) if hooks is None else hooks  # a bad name stops it here
         self.settings = settings
         self.journal = journal
@@ -157,6 +160,7 @@ class SubscriberAgent:
             self._stop,
             self.hooks,
             self.staging,
+            commit_slots,
         )
         self._commands: MessagePoller | None = None
         self._statuses: MessagePoller | None = None

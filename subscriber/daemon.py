@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from runtime.errors import ConfigError, ScdError
 from subscriber.agent import SubscriberAgent
 from subscriber.bookkeeper.behind_log import reset_position
 from subscriber.fleet.agents_file import agent_settings
+from subscriber.fleet.commit_slots import CommitSlots
 from subscriber.fleet.view import AgentsView
 from subscriber.hooks.loading import check_hook_names
 from subscriber.http import HealthServer
@@ -106,6 +108,8 @@ def run(settings: SubscriberSettings) -> int:
         if settings.blobstore is not None:
             blobs = stack.enter_context(open_blob_store(settings.blobstore))
 
+        slots = CommitSlots(settings.concurrent_commits or os.cpu_count() or 1)
+
         def make_agent(one: SubscriberSettings, start: int) -> SubscriberAgent:
             return SubscriberAgent(
                 one,
@@ -119,6 +123,7 @@ def run(settings: SubscriberSettings) -> int:
                     one.writer_lease_renew_s,
                 ),
                 start_offset=start,
+                commit_slots=slots,
             )
 
         agents = [make_agent(one, starts[one.agent_name]) for one in each]

@@ -138,6 +138,9 @@ class SubscriberSettings(ScdSettings):
     # besides it, plus ~125 MiB of Python: 512m keeps it under 1 GiB, a million-node store
     # included (bench/README.md).
     spark_driver_memory: str = Field(default="512m", pattern=r"^[1-9][0-9]{0,5}[kKmMgG]$")
+    # How many of the daemon's agents open or commit their stores at once (None: one per CPU
+    # core); the others wait, agents not ready yet first (subscriber.fleet.commit_slots).
+    concurrent_commits: int | None = Field(default=None, ge=1, le=1024)
 
     # Import hooks (subscriber/hooks/, docs/import-hooks.md): names of entry points in the
     # group scd.import_hooks, run in this order before and after each package's import. A name

@@ -41,6 +41,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 
 from journal.api import Consumer, Journal, Position, Record
 from journal.errors import JournalError
@@ -57,6 +58,7 @@ from subscriber.bookkeeper.sequences import SequenceCheck
 from subscriber.bookkeeper.staging import StagedImport
 from subscriber.bookkeeper.statuses import Bookkeeping
 from subscriber.bookkeeper.triage import Triage
+from subscriber.fleet.commit_slots import CommitSlots
 from subscriber.hooks import HookPackage, ImportHooks, ImportResult
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness
@@ -92,6 +94,7 @@ class ImportLoop:
         stop: threading.Event,
         hooks: ImportHooks | None = None,
         staging: StagedImport | None = None,
+        slots: CommitSlots | None = None,
     ) -> None:
         self.settings = settings
         self.name = settings.agent_name
@@ -107,6 +110,8 @@ class ImportLoop:
         self.role = role
         self.stop = stop
         self.staging = staging  # None: not staged after canaries
+        # Shared by the daemon's agents: how many open or commit at once (None: this one's).
+        self.slots = slots if slots is not None else CommitSlots(1)
         self.topic = settings.journal.topics.package
         self.counters = AgentCounters()
         self.hooks = hooks if hooks is not None else ImportHooks({}, metrics)
@@ -157,10 +162,11 @@ class ImportLoop:
         self.close()
         self._holding = False
         epoch = self.role.epoch
-        if epoch is not None:
-            epoch = self._claim(epoch)
-        self._epoch = epoch
-        state = self.store.open()
+        with self._slot():
+            if epoch is not None:
+                epoch = self._claim(epoch)
+            self._epoch = epoch
+            state = self.store.open()
         offset = state.offset
         self.processed_offset = offset if offset is not None else -1
         self.bookkeeping.send_pending_statuses()
@@ -250,6 +256,11 @@ class ImportLoop:
             log.exception("%s: import loop failed; resuming from the stored offset", self.name)
             self.close()
             self.stop.wait(self.settings.retry_initial_s)
+
+    def _slot(self) -> AbstractContextManager[None]:
+        """A commit slot (subscriber.fleet.commit_slots), ahead of the agents already serving
+        until this one is ready."""
+        return self.slots.hold(starting=self.readiness.ready_after_s is None)
 
     def _schedule(self) -> None:
         """Until the agent is ready, the store's work in this thread comes before that of the
@@ -390,9 +401,10 @@ class ImportLoop:
             return
         if not self.role.active:  # the lease lapsed: the store's guard would refuse it too
             raise WriterDeposed(f"the writer lease of {self.store.location} lapsed")
-        started = time.monotonic()
         try:
-            self.store.commit(changes)
+            with self._slot():
+                started = time.monotonic()  # the commit's time: not the wait for its slot
+                self.store.commit(changes)
         except WriterDeposed:
             raise
         except Exception as exc:

@@ -57,6 +57,7 @@ PROCESS_SETTINGS = frozenset(
         "spark_shuffle_partitions",
         "spark_codegen",
         "spark_driver_memory",
+        "concurrent_commits",
     }
 )
 # Keys of an [[agent]] table besides the per-agent settings (``agent_name`` is ``name``).

@@ -1,0 +1,99 @@
+"""The commit slots of a daemon's agents (subscriber.fleet.commit_slots): at most ``capacity``
+holders at once; a waiter that is starting goes before every waiter that serves; waiters of one
+kind go in the order they came; a slot is given back when the block raises."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from subscriber.fleet.commit_slots import CommitSlots
+from tests.waiting import wait_for
+
+WAIT_S = 10.0
+
+
+def queue_up(
+    slots: CommitSlots, kinds: list[bool], order: list[int], gate: threading.Event
+) -> list[threading.Thread]:
+    """One thread per entry of ``kinds`` (True: starting), each queued after the one before;
+    each notes its index in ``order`` once it holds a slot, then waits for ``gate``."""
+    threads = []
+    for index, starting in enumerate(kinds):
+
+        def run(index: int = index, starting: bool = starting) -> None:
+            with slots.hold(starting=starting):
+                order.append(index)
+                gate.wait(WAIT_S)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        threads.append(thread)
+        queued = index + 1
+        wait_for(lambda: slots.waiting >= queued, WAIT_S)  # noqa: B023 - used at once
+    return threads
+
+
+def test_starting_waiters_go_first_and_each_kind_in_its_order() -> None:
+    slots = CommitSlots(1)
+    order: list[int] = []
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with slots.hold(starting=False):
+            held.set()
+            release.wait(WAIT_S)
+
+    first = threading.Thread(target=holder, daemon=True)
+    first.start()
+    assert held.wait(WAIT_S)
+    gate = threading.Event()
+    gate.set()  # each waiter gives its slot back at once
+    threads = queue_up(slots, [False, False, True, False, True], order, gate)
+    release.set()
+    for thread in [first, *threads]:
+        thread.join(WAIT_S)
+    assert order == [2, 4, 0, 1, 3]
+    assert slots.waiting == 0
+
+
+def test_no_more_than_capacity_hold_at_once() -> None:
+    slots = CommitSlots(2)
+    order: list[int] = []
+    gate = threading.Event()
+    threads = []
+    for index in range(5):
+
+        def run(index: int = index) -> None:
+            with slots.hold(starting=index % 2 == 0):
+                order.append(index)
+                gate.wait(WAIT_S)
+
+        threads.append(threading.Thread(target=run, daemon=True))
+        threads[-1].start()
+    wait_for(lambda: len(order) == 2 and slots.waiting == 3, WAIT_S)
+    gate.set()
+    for thread in threads:
+        thread.join(WAIT_S)
+    assert sorted(order) == [0, 1, 2, 3, 4]
+
+
+def test_a_block_that_raises_gives_its_slot_back() -> None:
+    slots = CommitSlots(1)
+    with pytest.raises(RuntimeError, match="commit failed"), slots.hold(starting=True):
+        raise RuntimeError("commit failed")
+    done = threading.Event()
+
+    def next_one() -> None:
+        with slots.hold(starting=False):
+            done.set()
+
+    threading.Thread(target=next_one, daemon=True).start()
+    assert done.wait(WAIT_S)
+
+
+@pytest.mark.parametrize("capacity", [0, -1])
+def test_a_capacity_below_one_is_refused(capacity: int) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        CommitSlots(capacity)
