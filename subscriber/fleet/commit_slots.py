@@ -8,7 +8,10 @@ of fifty, ready only when the whole fleet had drained (bench/README.md, a hundre
 subscribers). The slots let ``capacity`` (about one per core) run at a time; the others wait,
 an agent that is not ready yet (subscriber.readiness: at start, or added by SIGHUP) ahead of
 those that serve, otherwise in the order they came. An agent waits at most for the commits
-ahead of it: none of them waits on another agent.
+ahead of it: none of them waits on another agent. One agent's store that hangs (an S3 server
+that stopped answering) must not stop the others (its commit is bounded by the store's
+timeouts, minutes on s3a): a holder that has held its slot for ``stalled_s`` no longer counts
+against the capacity, and the next waiter goes.
 """
 
 from __future__ import annotations
@@ -16,18 +19,32 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+# A commit of a small store takes well under a second on an idle machine and 5-30 s on two
+# saturated cores (bench/README.md, a hundred subscribers); one that holds its slot longer is
+# taken as hung.
+DEFAULT_STALLED_S = 60.0
 
 
 class CommitSlots:
-    """At most ``capacity`` holders at a time; waiters that are starting go first."""
+    """At most ``capacity`` holders at a time, not counting those that have held their slot
+    for ``stalled_s``; waiters that are starting go first."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        stalled_s: float = DEFAULT_STALLED_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, not {capacity}")
         self.capacity = capacity
-        self._held = 0
+        self.stalled_s = stalled_s
+        self._clock = clock
+        self._holders: dict[int, float] = {}  # ticket -> when it took its slot
         self._changed = threading.Condition()
         self._waiting: list[tuple[int, int]] = []  # heap of (0 starting / 1 serving, ticket)
         self._tickets = itertools.count()
@@ -35,20 +52,33 @@ class CommitSlots:
     @contextmanager
     def hold(self, *, starting: bool) -> Iterator[None]:
         """Hold a slot for the block (waiting for one first)."""
-        place = (0 if starting else 1, next(self._tickets))
+        ticket = next(self._tickets)
+        place = (0 if starting else 1, ticket)
         with self._changed:
             heapq.heappush(self._waiting, place)
-            while self._held >= self.capacity or self._waiting[0] != place:
-                self._changed.wait()
+            while (wait := self._wait_s(place)) != 0.0:
+                self._changed.wait(wait)
             heapq.heappop(self._waiting)
-            self._held += 1
+            self._holders[ticket] = self._clock()
             self._changed.notify_all()  # the next in line may take another free slot
         try:
             yield
         finally:
             with self._changed:
-                self._held -= 1
+                del self._holders[ticket]
                 self._changed.notify_all()
+
+    def _wait_s(self, place: tuple[int, int]) -> float | None:
+        """0 when ``place`` may take a slot now; else how long until a holder counts as
+        stalled (None: until the slots change)."""
+        if self._waiting[0] != place:
+            return None
+        now = self._clock()
+        ends = [since + self.stalled_s - now for since in self._holders.values()]
+        counted = [end for end in ends if end > 0]
+        if len(counted) < self.capacity:
+            return 0.0
+        return min(counted)
 
     @property
     def waiting(self) -> int:

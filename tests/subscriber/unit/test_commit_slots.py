@@ -1,6 +1,7 @@
 """The commit slots of a daemon's agents (subscriber.fleet.commit_slots): at most ``capacity``
 holders at once; a waiter that is starting goes before every waiter that serves; waiters of one
-kind go in the order they came; a slot is given back when the block raises."""
+kind go in the order they came; a slot is given back when the block raises; a holder that hangs
+stops counting after ``stalled_s`` (one agent's hung store does not stop the others)."""
 
 from __future__ import annotations
 
@@ -91,6 +92,31 @@ def test_a_block_that_raises_gives_its_slot_back() -> None:
 
     threading.Thread(target=next_one, daemon=True).start()
     assert done.wait(WAIT_S)
+
+
+def test_a_holder_that_hangs_stops_counting_after_stalled_s() -> None:
+    slots = CommitSlots(1, stalled_s=0.3)
+    held, hung = threading.Event(), threading.Event()
+
+    def hanging() -> None:
+        with slots.hold(starting=False):
+            held.set()
+            hung.wait(WAIT_S)  # a store that stopped answering
+
+    threading.Thread(target=hanging, daemon=True).start()
+    assert held.wait(WAIT_S)
+    done = threading.Event()
+
+    def next_one() -> None:
+        with slots.hold(starting=False):
+            done.set()
+
+    threading.Thread(target=next_one, daemon=True).start()
+    try:
+        assert done.wait(WAIT_S), "the next commit waited for the hung one"
+        assert not hung.is_set()
+    finally:
+        hung.set()
 
 
 @pytest.mark.parametrize("capacity", [0, -1])
