@@ -18,6 +18,7 @@ thread restarted; ``ready`` answers False while one is down.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Mapping
 
@@ -37,7 +38,7 @@ from subscriber.bookkeeper.failures import FailureReporter
 from subscriber.bookkeeper.loop import ImportLoop
 from subscriber.bookkeeper.staging import CanaryStatuses, StagedImport
 from subscriber.bookkeeper.statuses import IDLE_CHECKPOINT_COMMITS, Bookkeeping
-from subscriber.fleet.commit_slots import CommitSlots
+from subscriber.fleet.commit_slots import CommitSlots, Stopped
 from subscriber.hooks import ImportHook, ImportHooks
 from subscriber.hooks.loading import load_hooks
 from subscriber.http import CanaryWait, Health
@@ -181,7 +182,8 @@ class SubscriberAgent:
         opens it when it takes over."""
         self.role.tick()
         if self.role.active:
-            self.loop.open()
+            with contextlib.suppress(Stopped):  # stopping already: nothing to open
+                self.loop.open()
 
     def start(self) -> SubscriberAgent:
         """Run the import loop, announcer, command reader and the writer lease in supervised

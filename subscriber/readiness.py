@@ -168,6 +168,12 @@ class Readiness:
             return self._reason
 
     @property
+    def starting(self) -> bool:
+        """True until the agent is ready (it then stays ready)."""
+        with self._lock:
+            return self._ready_at is None
+
+    @property
     def ready_after_s(self) -> float | None:
         """Seconds from start until ready; None while not ready."""
         with self._lock:

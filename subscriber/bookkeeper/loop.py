@@ -58,7 +58,7 @@ from subscriber.bookkeeper.sequences import SequenceCheck
 from subscriber.bookkeeper.staging import StagedImport
 from subscriber.bookkeeper.statuses import Bookkeeping
 from subscriber.bookkeeper.triage import Triage
-from subscriber.fleet.commit_slots import CommitSlots
+from subscriber.fleet.commit_slots import CommitSlots, Stopped
 from subscriber.hooks import HookPackage, ImportHooks, ImportResult
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness
@@ -243,6 +243,8 @@ class ImportLoop:
         except WriterDeposed as exc:
             self.role.step_down(str(exc))
             self.stand_by()
+        except Stopped:
+            pass  # records polled but not committed are read again when the agent runs again
         except JournalError as exc:
             log.warning("%s: journal unavailable, retrying: %s", self.name, exc)
             self.close()  # records polled but not imported are read again
@@ -260,12 +262,12 @@ class ImportLoop:
     def _slot(self) -> AbstractContextManager[None]:
         """A commit slot (subscriber.fleet.commit_slots), ahead of the agents already serving
         until this one is ready."""
-        return self.slots.hold(starting=self.readiness.ready_after_s is None)
+        return self.slots.hold(starting=self.readiness.starting, stop=self.stop)
 
     def _schedule(self) -> None:
         """Until the agent is ready, the store's work in this thread comes before that of the
         agents already serving (Store.in_import_thread)."""
-        starting = self.readiness.ready_after_s is None
+        starting = self.readiness.starting
         if starting != self._starting:
             self.store.in_import_thread(starting)
             self._starting = starting
@@ -405,7 +407,7 @@ class ImportLoop:
             with self._slot():
                 started = time.monotonic()  # the commit's time: not the wait for its slot
                 self.store.commit(changes)
-        except WriterDeposed:
+        except (WriterDeposed, Stopped):
             raise
         except Exception as exc:
             if len(changes.units) == 1:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from journal.wire import messages as m
 from subscriber.bookkeeper.commands import Commands
 from subscriber.bookkeeper.failures import FailureReporter
+from subscriber.fleet.commit_slots import Stopped
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness
 from subscriber.writer.errors import WriterDeposed
@@ -123,6 +124,9 @@ class Retries:
                 break
             except WriterDeposed:
                 self._set_attempts(0)  # another process imports it now
+                raise
+            except Stopped:
+                self._set_attempts(0)  # not attempted: retried after restart
                 raise
             except AttemptFailed as exc:
                 cause = exc.cause

@@ -11,7 +11,9 @@ those that serve, otherwise in the order they came. An agent waits at most for t
 ahead of it: none of them waits on another agent. One agent's store that hangs (an S3 server
 that stopped answering) must not stop the others (its commit is bounded by the store's
 timeouts, minutes on s3a): a holder that has held its slot for ``stalled_s`` no longer counts
-against the capacity, and the next waiter goes.
+against the capacity, and the next waiter goes. An agent that stops while it waits gives up
+its place (``Stopped``): the work it waited for is not done, and its records are read again
+from the store's offset when it runs again, so a leaving agent never waits for the fleet.
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ from contextlib import contextmanager
 # saturated cores (bench/README.md, a hundred subscribers); one that holds its slot longer is
 # taken as hung.
 DEFAULT_STALLED_S = 60.0
+# How soon a waiter notices its agent's stop event (an Event cannot wake a Condition).
+STOP_CHECK_S = 0.5
+
+
+class Stopped(Exception):
+    """The agent stopped while it waited for a slot: the work it waited for was not done."""
 
 
 class CommitSlots:
@@ -50,13 +58,19 @@ class CommitSlots:
         self._tickets = itertools.count()
 
     @contextmanager
-    def hold(self, *, starting: bool) -> Iterator[None]:
-        """Hold a slot for the block (waiting for one first)."""
+    def hold(self, *, starting: bool, stop: threading.Event | None = None) -> Iterator[None]:
+        """Hold a slot for the block (waiting for one first). Raises ``Stopped`` when ``stop``
+        is set while it waits."""
         ticket = next(self._tickets)
         place = (0 if starting else 1, ticket)
         with self._changed:
             heapq.heappush(self._waiting, place)
             while (wait := self._wait_s(place)) != 0.0:
+                if stop is not None:
+                    if stop.is_set():
+                        self._leave(place)
+                        raise Stopped("stopped while waiting for a commit slot")
+                    wait = STOP_CHECK_S if wait is None else min(wait, STOP_CHECK_S)
                 self._changed.wait(wait)
             heapq.heappop(self._waiting)
             self._holders[ticket] = self._clock()
@@ -67,6 +81,12 @@ class CommitSlots:
             with self._changed:
                 del self._holders[ticket]
                 self._changed.notify_all()
+
+    def _leave(self, place: tuple[int, int]) -> None:
+        """Take a waiter out of the line (the next one may be first now)."""
+        self._waiting.remove(place)
+        heapq.heapify(self._waiting)
+        self._changed.notify_all()
 
     def _wait_s(self, place: tuple[int, int]) -> float | None:
         """0 when ``place`` may take a slot now; else how long until a holder counts as

@@ -1,7 +1,8 @@
 """The commit slots of a daemon's agents (subscriber.fleet.commit_slots): at most ``capacity``
 holders at once; a waiter that is starting goes before every waiter that serves; waiters of one
 kind go in the order they came; a slot is given back when the block raises; a holder that hangs
-stops counting after ``stalled_s`` (one agent's hung store does not stop the others)."""
+stops counting after ``stalled_s`` (one agent's hung store does not stop the others); a waiter
+whose agent stops gives up its place."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import threading
 
 import pytest
 
-from subscriber.fleet.commit_slots import CommitSlots
+from subscriber.fleet.commit_slots import CommitSlots, Stopped
 from tests.waiting import wait_for
 
 WAIT_S = 10.0
@@ -117,6 +118,42 @@ def test_a_holder_that_hangs_stops_counting_after_stalled_s() -> None:
         assert not hung.is_set()
     finally:
         hung.set()
+
+
+def test_a_waiter_whose_agent_stops_gives_up_its_place() -> None:
+    slots = CommitSlots(1)
+    stop = threading.Event()
+    outcome: list[str] = []
+    release = threading.Event()
+
+    def leaving() -> None:
+        try:
+            with slots.hold(starting=True, stop=stop):
+                outcome.append("leaver committed")
+        except Stopped:
+            outcome.append("leaver stopped")
+
+    with slots.hold(starting=False):
+        leaver = threading.Thread(target=leaving, daemon=True)
+        leaver.start()
+        wait_for(lambda: slots.waiting == 1, WAIT_S)
+        order: list[int] = []
+        others = [threading.Thread(target=_hold_once, args=(slots, order, release), daemon=True)]
+        others[0].start()
+        wait_for(lambda: slots.waiting == 2, WAIT_S)  # behind the leaver
+        stop.set()
+        leaver.join(WAIT_S)
+        assert outcome == ["leaver stopped"]  # while the slot is still held
+        assert slots.waiting == 1
+    wait_for(lambda: order == [0], WAIT_S)  # the one behind it goes
+    release.set()
+    others[0].join(WAIT_S)
+
+
+def _hold_once(slots: CommitSlots, order: list[int], release: threading.Event) -> None:
+    with slots.hold(starting=False):
+        order.append(0)
+        release.wait(WAIT_S)
 
 
 @pytest.mark.parametrize("capacity", [0, -1])

@@ -1,7 +1,8 @@
 """An agent that is not ready yet comes before those that serve: its import thread tells its
 store so, and tells it again once ready (Store.in_import_thread: on Spark its jobs come before
 the serving agents', tests/subscriber/integration/test_scheduler_pools.py); its open and its
-commits take the daemon's commit slots ahead of theirs. In-memory store, embedded journal."""
+commits take the daemon's commit slots ahead of theirs; an agent that stops while it waits for
+a slot gives up the work it waited for. In-memory store, embedded journal."""
 
 from __future__ import annotations
 
@@ -78,3 +79,35 @@ def test_the_agent_opens_and_commits_in_a_slot_ahead_of_serving_agents(local_env
 def _commit_as(slots: CommitSlots, order: list[str]) -> None:
     with slots.hold(starting=False):
         order.append("serving agent commits")
+
+
+def test_an_agent_that_stops_while_waiting_for_a_slot_commits_nothing(local_env: Env) -> None:
+    """A leaving agent does not wait for the fleet's commits: its step ends without the
+    commit, without a failure report, and the package is still to import (from the store's
+    offset, when the agent runs again)."""
+    slots = CommitSlots(1)
+    settings = h.subscriber_settings(
+        local_env.js, local_env.bs, local_env.tmp / "store", agent_name="leaver"
+    )
+    store = MemoryStore()
+    agent = SubscriberAgent(settings, local_env.journal, store, local_env.blobs, commit_slots=slots)
+    agent.open()
+    local_env.send(package("p1", m.ReqType.ADD, [("/a", True)], [node("/a")]))
+    commits = len(store.history)
+    with slots.hold(starting=False):  # another agent's commit that does not end
+        stepping = threading.Thread(target=_step_until_polled, args=(agent,), daemon=True)
+        stepping.start()
+        wait_for(lambda: slots.waiting == 1, 30)  # polled, its commit waits
+        agent.loop.stop.set()  # what agent.stop() sets first
+        stepping.join(10)
+        assert not stepping.is_alive(), "the stopping agent went on waiting for a slot"
+        assert slots.waiting == 0
+    assert len(store.history) == commits
+    assert agent.processed_offset < 0
+    assert agent.loop.retries.failed_attempts == 0
+    assert agent.loop.counters.loop_restarts == 0
+
+
+def _step_until_polled(agent: SubscriberAgent) -> None:
+    while not agent.loop.stop.is_set():
+        agent.loop.step()
