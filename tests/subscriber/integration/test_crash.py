@@ -568,10 +568,12 @@ def _killed_in_window(log: str) -> bool:
 # ---------------------------------------------------------------------- the tests
 @pytest.mark.timeout(3600)
 def test_sigkill_at_random_moments_imports_every_package_once(env: Env, spark: Any) -> None:
-    """1,000+ packages, 20 SIGKILLs during imports: the table equals the reference model and
-    every offset was committed exactly once."""
-    outcome = run_crash_test(env, spark, packages=1000, kills=20, broken=False)
-    assert outcome.summary["kills_after_a_commit"] >= 15
+    """1,000+ packages, 12 SIGKILLs during imports: the table equals the reference model and
+    every offset was committed exactly once. (Each kill costs a subscriber's start, 30-50 s of
+    a CI worker; SCD_TEST_CRASH_KILLS asks for more, SCD_TEST_CRASH_SEED for other moments.)"""
+    kills = int(os.environ.get("SCD_TEST_CRASH_KILLS", 12))
+    outcome = run_crash_test(env, spark, packages=1000, kills=kills, broken=False)
+    assert outcome.summary["kills_after_a_commit"] >= kills * 3 // 4
     assert not outcome.problems, "\n".join(outcome.problems)
 
 
