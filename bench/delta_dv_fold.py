@@ -1,6 +1,6 @@
 """A fold with deletion vectors next to the store's fold, on copies of one generated store.
 
-The store's fold (subscriber.store.folding.fold) rewrites every data file holding a row
+The store's fold (subscriber.store.folding) rewrites every data file holding a row
 the fold removes. With deletion vectors (``delta.enableDeletionVectors``, a table property) a
 MERGE ... WHEN MATCHED THEN DELETE keyed on the same rows only marks them, in a small file
 per touched data file. Per round, two copies of the store (bench/subscriber_bigstore.py

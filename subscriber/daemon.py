@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from types import FrameType
+from typing import Any
 
 from blobstore.factory import open_blob_store
 from journal.api import Journal
@@ -35,6 +36,7 @@ from subscriber.http import HealthServer
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
 from subscriber.store.delta import DeltaStore
+from subscriber.store.fold_worker import FoldWorker
 from subscriber.writer.lease import WriterLease, lease_object, new_owner
 
 log = logging.getLogger(__name__)
@@ -109,12 +111,13 @@ def run(settings: SubscriberSettings) -> int:
             blobs = stack.enter_context(open_blob_store(settings.blobstore))
 
         slots = CommitSlots(settings.concurrent_commits or os.cpu_count() or 1)
+        fold_worker = _fold_worker(settings, spark, stack)
 
         def make_agent(one: SubscriberSettings, start: int) -> SubscriberAgent:
             return SubscriberAgent(
                 one,
                 journal,
-                DeltaStore(spark.newSession(), one.store_path),
+                DeltaStore(spark.newSession(), one.store_path, fold_worker),
                 blobs,
                 lease=WriterLease(
                     lease_object(one.store_path, settings.blobstore),
@@ -143,6 +146,15 @@ def run(settings: SubscriberSettings) -> int:
                 reload.clear()
                 _reload(settings, journal, agents, view, make_agent, stop)
     return 0
+
+
+def _fold_worker(settings: SubscriberSettings, spark: Any, stack: ExitStack) -> FoldWorker | None:
+    """The process that computes the agents' folds at a low priority, with a local master."""
+    if not settings.fold_worker or not settings.spark_master.startswith("local"):
+        return None
+    worker = FoldWorker.of(spark)
+    stack.callback(worker.close)  # after the agents stopped (their callback comes later)
+    return worker
 
 
 def _serve(settings: SubscriberSettings, view: AgentsView, stack: ExitStack) -> None:

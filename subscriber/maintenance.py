@@ -25,7 +25,7 @@ Steps, in the order they are considered:
   the whole table (12-44 s on a million-node store alone, minutes beside imports on a loaded
   2-core machine: bench/README.md); it commits with
   ``dataChange = false`` from the version it read, so the imports committed meanwhile do not
-  fail it (subscriber.store.folding.fold; a MERGE failed beside every import, as the
+  fail it (subscriber.store.folding; a MERGE failed beside every import, as the
   table is Serializable). One that fails is tried again after FOLD_RETRY_S;
 * ``checkpoint``: a Delta checkpoint once enough commits were made; Delta also deletes log
   entries older than the retention when it writes one;
@@ -293,7 +293,7 @@ class Maintenance:
 
     def _start_fold(self) -> None:
         """The fold, in the maintenance thread: it reads one version of the table and commits
-        beside the imports (subscriber.store.folding.fold). One that failed (a conflict
+        beside the imports (subscriber.store.folding). One that failed (a conflict
         with another writer's maintenance, an unreachable store) is tried again after
         FOLD_RETRY_S."""
 

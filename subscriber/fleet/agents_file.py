@@ -58,6 +58,7 @@ PROCESS_SETTINGS = frozenset(
         "spark_codegen",
         "spark_driver_memory",
         "concurrent_commits",
+        "fold_worker",
     }
 )
 # Keys of an [[agent]] table besides the per-agent settings (``agent_name`` is ``name``).

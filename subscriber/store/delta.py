@@ -34,6 +34,7 @@ from subscriber.spark import MAINTENANCE_POOL, POOL_PROPERTY, STARTING_POOL
 from subscriber.store import current_tree, delta_maintenance, folding
 from subscriber.store.base import EVERY_AGENT, FileStats, PendingStatus, StepOutcome, StoreState
 from subscriber.store.changes import ChangeSet, status_name
+from subscriber.store.fold_worker import FoldWorker
 from subscriber.store.rows import (
     COLUMNS,
     KIND_CLEAR,
@@ -124,9 +125,12 @@ def _write_checkpoint(spark: Any, location: str) -> None:
 
 
 class DeltaStore:
-    def __init__(self, spark: Any, location: str) -> None:
+    def __init__(self, spark: Any, location: str, fold_worker: FoldWorker | None = None) -> None:
+        """``fold_worker``: the process that computes this store's folds (none: its own
+        maintenance session does)."""
         self.spark = spark
         self.location = location
+        self.fold_worker = fold_worker
         for key, value in STORE_SESSION_CONF.items():
             spark.conf.set(key, value)
         self.state: StoreState | None = None
@@ -504,12 +508,19 @@ class DeltaStore:
         ]
 
     def fold(self, max_scopes: int) -> StepOutcome:
+        """Fold the oldest scopes (subscriber.store.folding): computed by the fold worker when
+        the store has one, else in its maintenance session; committed here."""
         assert self.state is not None, "open() the store first"
+        if self.fold_worker is not None:
+            plan = self.fold_worker.plan(self.location, max_scopes)
+        else:
+            with self._maintaining() as spark:
+                plan = folding.plan(spark, self.location, max_scopes)
         with self._maintaining() as spark:
-            outcome, folded = folding.fold(spark, self.location, max_scopes, self.commit_lock)
+            outcome = folding.commit(spark, self.location, plan, self.commit_lock)
         # Imports may have added scopes meanwhile (the fold runs beside them): only what it
         # removed is taken off.
-        self._count(1, -folded)
+        self._count(1, -plan.scopes)
         return outcome
 
     # ------------------------------------------------------------------ maintenance

@@ -1,10 +1,14 @@
 """The fold: deletes the node versions that the oldest scopes cover, and those scopes, so that a
 store table stays close to its current tree (subscriber.store.current_tree) while reads and the
-table get smaller.
+table get smaller. In two steps: ``plan`` computes and writes the new files (the work: CPU for
+seconds to minutes), ``commit`` commits them under the store's lock (hundredths of a second).
+The plan may be computed in another process (subscriber.store.fold_worker); the commit is
+always the store's own, the one writer of the table.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -18,45 +22,68 @@ from subscriber.store.rows import KIND_SCOPE
 from subscriber.store.scope_ranges import FileRanges, covered, files_meeting
 
 
-def fold(
-    spark: Any,
-    location: str,
-    max_scopes: int,
-    commit_lock: AbstractContextManager[Any],
-) -> tuple[StepOutcome, int]:
-    """Delete the node versions the oldest scopes (about ``max_scopes``: all of the offsets
-    they belong to) cover, and those scopes, in one commit: the current tree stays the same,
-    reads and the table get smaller. Returns the outcome and how many scopes it removed.
+@dataclass(frozen=True)
+class FoldPlan:
+    """What a fold computed from one version of the table (``plan``), to be committed
+    (``commit``): the files it wrote and those they replace, as Delta's JSON actions, and the
+    names of the replaced files (for the conflict check). It crosses a process boundary when
+    a fold worker computes it (subscriber.store.fold_worker)."""
+
+    version: int
+    files_before: int
+    scopes: int  # scopes it folds
+    added: int
+    rewritten: tuple[str, ...]  # names of the files it replaces
+    actions: tuple[str, ...]  # AddFile and RemoveFile actions, Delta's JSON
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> FoldPlan:
+        """A plan from ``to_json``; ValueError for anything else."""
+        try:
+            raw = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"a fold plan is JSON: {exc}") from None
+        if not isinstance(raw, dict) or set(raw) != {f.name for f in dataclasses.fields(cls)}:
+            raise ValueError("a fold plan has exactly the fields of FoldPlan")
+        counts = ("version", "files_before", "scopes", "added")
+        for key in counts:
+            value = raw[key]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"a fold plan's {key} is an integer >= 0")
+        lists = [raw["rewritten"], raw["actions"]]
+        if not all(isinstance(v, list) and all(isinstance(i, str) for i in v) for v in lists):
+            raise ValueError("a fold plan's files and actions are lists of strings")
+        return cls(
+            raw["version"],
+            raw["files_before"],
+            raw["scopes"],
+            raw["added"],
+            tuple(raw["rewritten"]),
+            tuple(raw["actions"]),
+        )
+
+
+def plan(spark: Any, location: str, max_scopes: int) -> FoldPlan:
+    """Fold the oldest scopes (about ``max_scopes``: all of the offsets they belong to) of the
+    table's latest version: write its files without the node versions those scopes cover and
+    without the scopes, and return them with the files they replace, uncommitted.
 
     The fold reads one version of the table and rewrites the files of that version that hold a
-    row it deletes, without the rows; appends committed meanwhile are neither read nor touched.
-    It commits its files with ``dataChange = false`` (like OPTIMIZE): the current tree is the
-    same, so Delta checks it with snapshot isolation and a concurrent append cannot fail it
-    (with a MERGE, the table's Serializable isolation failed the fold beside every import). It
-    reads only the files that can hold a row it deletes, by their path and parent statistics
+    row it deletes; appends committed meanwhile are neither read nor touched. It reads only the
+    files that can hold a row it deletes, by their path and parent statistics
     (subscriber.store.scope_ranges): its cost follows what it folds, not the table's size (a
-    fold of 200 scopes on a million-node store read every file, twice). A concurrent fold or
-    compaction that removed one of its files still makes it fail (FoldConflict). ``commit_lock``
-    (the store's) is held while it commits, so that it does not race this process's imports for
-    a version.
-
-    Committed as a MANUAL UPDATE from the version it read, the fold held the lock for
-    0.4-1.0 s while every package due waited: Delta checked each commit that landed since that
-    version, and rebuilt the table's whole state for the new snapshot and its checksum (it
-    derives those from the last version's for every operation but MANUAL UPDATE). So the fold
-    checks those commits itself (``_check_since``), mostly before it takes the lock, and commits
-    as a DELETE through a transaction started under the lock, at the latest version: that
-    commit takes what an import's takes. Like a compaction it changes no content, so it carries
-    no writer id: a deposed writer's fold deletes only what stays covered. There is no public
-    API for such a commit; it goes through Delta's OptimisticTransaction (JVM gateway).
+    fold of 200 scopes on a million-node store read every file, twice). The files it writes are
+    ``dataChange = false`` (like OPTIMIZE): the current tree is the same.
 
     ``spark`` must be the thread's active session (delta_maintenance.active_session)."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as func
 
     jvm = spark.sparkContext._jvm
-    delta = jvm.org.apache.spark.sql.delta
-    delta_log = delta.DeltaLog.forTable(spark._jsparkSession, location)
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location)
     txn = delta_log.startTransaction()
     snapshot = txn.snapshot()
     version = int(txn.readVersion())
@@ -64,7 +91,7 @@ def fold(
     before = int(snapshot.numOfFiles())
     folding = _oldest_scopes(table, max_scopes)
     if not folding:
-        return StepOutcome(before, before), 0
+        return FoldPlan(version, before, 0, 0, (), ())
     up_to = max(scope.offset for scope in folding)
     candidates = _files_to_fold(spark, snapshot, folding)
     view = f"scd_fold_{version}"
@@ -94,28 +121,60 @@ def fold(
             .join(folded, keys, "left_anti")
             .select(*table.columns)
         )
-        written = txn.writeFiles(kept._jdf)
+        written = _seq(txn.writeFiles(kept._jdf))
     finally:
         folded.unpersist()
         spark.catalog.dropTempView(view)
     now = now_ms()
-    added = _seq(written)
-    actions = [_rearranged(add) for add in added]
-    actions += [add.removeWithTimestamp(now, False) for add in removed]
-    if removed:
-        seq = _scala_list(jvm, actions)
-        # A DELETE without a predicate: Delta derives the new version's checksum from the last
-        # one for it; for a MANUAL UPDATE it rebuilt the table's whole state (0.4 s on 3,000
-        # nodes), under the lock.
-        delete = getattr(delta, "DeltaOperations$Delete")(_scala_list(jvm, []))
-        checked = _check_since(delta_log, version, names)
-        with commit_lock, _commit_settings(spark, {"fold": {"read_version": version}}):
-            latest = delta_log.startTransaction()
-            # The commits since the check above (another process's too: Delta checks those that
-            # land after this transaction started).
-            _check_since(delta_log, checked, names)
-            latest.commit(seq, delete)
-    return StepOutcome(before, before - len(removed) + len(added)), int(scopes_folded)
+    actions = [_rearranged(add).json() for add in written]
+    actions += [add.removeWithTimestamp(now, False).json() for add in removed]
+    return FoldPlan(
+        version, before, int(scopes_folded), len(written), tuple(sorted(names)), tuple(actions)
+    )
+
+
+def commit(
+    spark: Any, location: str, fold: FoldPlan, commit_lock: AbstractContextManager[Any]
+) -> StepOutcome:
+    """Commit ``fold`` (nothing when it replaces no file). Like OPTIMIZE it changes no
+    content, so Delta checks it with snapshot isolation and a concurrent append cannot fail it
+    (with a MERGE, the table's Serializable isolation failed the fold beside every import). A
+    commit since the fold's version that removed one of the files it replaces, or changed the
+    table's schema or protocol, makes it fail (FoldConflict). ``commit_lock`` (the store's) is
+    held while it commits, so that it does not race this process's imports for a version.
+
+    Committed as a MANUAL UPDATE from the version it read, the fold held the lock for
+    0.4-1.0 s while every package due waited: Delta checked each commit that landed since that
+    version, and rebuilt the table's whole state for the new snapshot and its checksum (it
+    derives those from the last version's for every operation but MANUAL UPDATE). So the fold
+    checks those commits itself (``_check_since``), mostly before it takes the lock, and commits
+    as a DELETE through a transaction started under the lock, at the latest version: that
+    commit takes what an import's takes. It carries no writer id: a deposed writer's fold
+    deletes only what stays covered. There is no public API for such a commit; it goes through
+    Delta's OptimisticTransaction (JVM gateway).
+
+    ``spark`` must be the thread's active session (delta_maintenance.active_session)."""
+    before = fold.files_before
+    if not fold.rewritten:
+        return StepOutcome(before, before)
+    jvm = spark.sparkContext._jvm
+    delta = jvm.org.apache.spark.sql.delta
+    delta_log = delta.DeltaLog.forTable(spark._jsparkSession, location)
+    parse = delta.actions.Action.fromJson
+    seq = _scala_list(jvm, [parse(action) for action in fold.actions])
+    names = set(fold.rewritten)
+    # A DELETE without a predicate: Delta derives the new version's checksum from the last
+    # one for it; for a MANUAL UPDATE it rebuilt the table's whole state (0.4 s on 3,000
+    # nodes), under the lock.
+    delete = getattr(delta, "DeltaOperations$Delete")(_scala_list(jvm, []))
+    checked = _check_since(delta_log, fold.version, names)
+    with commit_lock, _commit_settings(spark, {"fold": {"read_version": fold.version}}):
+        latest = delta_log.startTransaction()
+        # The commits since the check above (another process's too: Delta checks those that
+        # land after this transaction started).
+        _check_since(delta_log, checked, names)
+        latest.commit(seq, delete)
+    return StepOutcome(before, before - len(names) + fold.added)
 
 
 def _files_to_fold(spark: Any, snapshot: Any, folding: list[_Scope]) -> list[Any]:

@@ -1,5 +1,7 @@
 """Store maintenance on a real Delta table: compaction, VACUUM and log retention change no
-content and no offset, and the purge never rewrites what an earlier purge wrote."""
+content and no offset, and the purge never rewrites what an earlier purge wrote; a fold beside
+imports, computed in the store's session or by the fold worker (a process of its own, at the
+lowest CPU priority), lands without failing an import."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,7 @@ import pytest
 
 from subscriber.maintenance import Maintenance, MaintenancePolicy
 from subscriber.store.delta import DeltaStore
+from subscriber.store.fold_worker import FoldWorker
 from subscriber.store.rows import StoredNode
 from tests.subscriber.harness import committed_offsets
 from tests.subscriber.packages import add, delete, new_change_set, node
@@ -176,12 +180,28 @@ def test_on_delta_a_fold_waits_until_the_table_s_bytes_grew_by_the_fold_growth(
     assert store.state.scopes == 0
 
 
-def test_a_fold_beside_imports_lands_and_never_fails_one(spark: Any, tmp_path: Path) -> None:
+# Between two imports beside a fold, as packages arrive: back to back they kept both cores
+# busy, and the worker, at the lowest priority, got the CPU only when they paused.
+IMPORT_PAUSE_S = 0.3
+
+
+@pytest.fixture(scope="module")
+def fold_worker(spark: Any) -> Iterator[FoldWorker]:
+    with FoldWorker.of(spark) as worker:
+        yield worker
+
+
+@pytest.mark.parametrize("computed_by", ["store", "worker"])
+def test_a_fold_beside_imports_lands_and_never_fails_one(
+    spark: Any, tmp_path: Path, request: pytest.FixtureRequest, computed_by: str
+) -> None:
     """A fold runs in a thread while packages are imported one commit at a time: imports
     committed after the version it read neither fail nor make it fail, and the store holds the
-    same tree as one that was never folded."""
+    same tree as one that was never folded. The fold worker computes it at nice 19, its Spark
+    JVM too."""
     location, unfolded = str(tmp_path / "store"), str(tmp_path / "unfolded")
-    store, reference = DeltaStore(spark, location), DeltaStore(spark, unfolded)
+    worker = request.getfixturevalue("fold_worker") if computed_by == "worker" else None
+    store, reference = DeltaStore(spark, location, worker), DeltaStore(spark, unfolded)
     for s in (store, reference):
         s.open()
         import_one_at_a_time(s, 0, 24)
@@ -201,8 +221,12 @@ def test_a_fold_beside_imports_lands_and_never_fails_one(spark: Any, tmp_path: P
     while folding.is_alive() or offset < 27:
         import_one_at_a_time(store, offset, 1)
         offset += 1
+        time.sleep(IMPORT_PAUSE_S)
     folding.join()
     assert errors == []
+    if worker is not None:
+        assert worker.pid is not None
+        assert [_nice(pid) for pid in (worker.pid, *_children(worker.pid))] == [19, 19]
     import_one_at_a_time(reference, 24, offset - 24)
     actions = commit_actions(location, "DELETE")
     info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
@@ -219,3 +243,22 @@ def test_a_fold_beside_imports_lands_and_never_fails_one(spark: Any, tmp_path: P
     assert store.state.scopes < scopes + (offset - 24)  # the folded scopes were taken off
     scope_rows = spark.read.format("delta").load(location).where("kind = 'scope'").count()
     assert store.state.scopes == scope_rows
+
+
+def _nice(pid: int) -> int:
+    """A process's nice value (/proc/PID/stat, field 19)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[16])
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if parent == pid:
+            found.append(int(stat.parent.name))
+    return found

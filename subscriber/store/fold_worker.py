@@ -1,0 +1,258 @@
+"""A fold worker: a process of its own, at the lowest CPU priority, that computes the stores'
+folds (subscriber.store.folding.plan) so that the imports keep the cores.
+
+On one machine a fold's work (it reads, joins and rewrites files: seconds to minutes of one
+core) and the imports share the CPU, whatever Spark's scheduler pools say: with a fold running,
+the imports of a million-node store at 10 packages/s had a p99 of 3.25 times their p50 without it
+(bench/README.md, ``paced``). A thread cannot be given a lower priority of its own (a JVM's
+threads get none without root, and Spark's task threads serve imports and folds alike), a
+process can: this one runs at nice 19, so the kernel gives the imports' process the CPU first
+(an import's p50 rose 52% beside a busy process at nice 0, 14% beside one at nice 19). It
+writes the fold's files and hands back the actions (a FoldPlan); the store commits them under
+its lock, as the table's one writer (on S3, Delta's log must be written by one process).
+
+The worker is a child of the subscriber's process with a local Spark session (``local[1]``)
+made from the store's session's settings, sent on its standard input (they hold the S3
+credentials: never on its command line). It serves one fold at a time, and exits at the end of
+its input: when the subscriber stops or dies. A worker that dies, hangs past the fold's
+timeout or answers nonsense is stopped; the fold fails (a transient error: the next one starts
+a new worker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from typing import IO, Any
+
+from runtime.errors import ScdError
+from subscriber.store.folding import FoldConflict, FoldPlan
+
+log = logging.getLogger(__name__)
+
+NICE = 19
+# A fold of 200 scopes on the million-node store took 12-44 s with the imports beside it; one
+# that takes this long is taken as hung (its files are left for VACUUM).
+DEFAULT_TIMEOUT_S = 1800.0
+# Bounds on one line of the protocol: a plan lists a fold's files (hundreds of actions of
+# about 1 KiB each on the million-node store).
+MAX_LINE_BYTES = 64 << 20
+# The store's session's settings that are its process's own, not the worker's.
+_NOT_INHERITED = (
+    "spark.master",
+    "spark.app.name",
+    "spark.app.id",
+    "spark.app.startTime",
+    "spark.app.submitTime",
+    "spark.driver.port",
+    "spark.executor.id",
+    "spark.scheduler.mode",
+    "spark.scheduler.allocation.file",
+)
+# The worker's own: one task at a time (it is the maintenance's one core), a small heap.
+WORKER_CONF = {
+    "spark.master": "local[1]",
+    # Its driver and executor are one JVM on this machine: the loopback interface, whatever
+    # host the store's session binds to.
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.app.name": "scd-fold-worker",
+    "spark.ui.enabled": "false",
+}
+
+
+WORKER_COMMAND = (sys.executable, "-c", "from subscriber.store.fold_worker import main; main()")
+
+
+class FoldWorkerError(ScdError):
+    """The worker died, hung or answered nonsense: the fold failed, a retry may succeed (with
+    a new worker)."""
+
+    retriable = True
+
+
+class FoldWorker:
+    """The client: starts the worker when first asked for a fold, stops it on ``close``."""
+
+    def __init__(
+        self,
+        spark_conf: dict[str, str],
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        command: Sequence[str] = WORKER_COMMAND,
+    ) -> None:
+        """``command``: the worker's (tests run others in its place)."""
+        self._conf = {k: v for k, v in spark_conf.items() if k not in _NOT_INHERITED} | WORKER_CONF
+        self.timeout_s = timeout_s
+        self.command = list(command)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._replies: queue.Queue[bytes] = queue.Queue()
+        self._lock = threading.Lock()  # one fold at a time
+        self._closed = False
+
+    @classmethod
+    def of(cls, spark: Any, timeout_s: float = DEFAULT_TIMEOUT_S) -> FoldWorker:
+        """A worker with the settings of ``spark``'s context."""
+        conf = spark.sparkContext.getConf().getAll()
+        return cls({str(k): str(v) for k, v in conf}, timeout_s)
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def plan(self, location: str, max_scopes: int) -> FoldPlan:
+        """The fold of the store at ``location``, computed by the worker."""
+        with self._lock:
+            process = self._started()
+            request = json.dumps({"location": location, "max_scopes": max_scopes})
+            try:
+                assert process.stdin is not None
+                process.stdin.write(request.encode() + b"\n")
+                process.stdin.flush()
+            except OSError as exc:
+                self._stop()
+                raise FoldWorkerError(f"the fold worker is gone: {exc}") from None
+            try:
+                line = self._replies.get(timeout=self.timeout_s)
+            except queue.Empty:
+                self._stop()
+                raise FoldWorkerError(
+                    f"the fold worker did not answer within {self.timeout_s:.0f} s"
+                ) from None
+            if not line:
+                code = self._stop()
+                raise FoldWorkerError(f"the fold worker exited ({code})")
+            return self._answer(line)
+
+    def _answer(self, line: bytes) -> FoldPlan:
+        try:
+            reply = json.loads(line)
+            if not isinstance(reply, dict):
+                raise ValueError("not an object")
+            if "error" in reply:
+                if reply.get("conflict") is True:
+                    raise FoldConflict(str(reply["error"]))
+                raise FoldWorkerError(f"the fold failed in the worker: {reply['error']}")
+            return FoldPlan.from_json(json.dumps(reply.get("plan")))
+        except ValueError as exc:
+            self._stop()
+            raise FoldWorkerError(f"the fold worker answered nonsense: {exc}") from None
+
+    def __enter__(self) -> FoldWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker, a fold in progress too (it fails); no fold after this."""
+        self._closed = True
+        self._stop()
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        if self._closed:
+            raise FoldWorkerError("the fold worker is closed (the subscriber stops)")
+        if self._process is not None and self._process.poll() is None:
+            return self._process
+        self._stop()
+        process = subprocess.Popen(
+            self.command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.write(json.dumps(self._conf).encode() + b"\n")
+        process.stdin.flush()
+        self._replies = queue.Queue()
+        threading.Thread(
+            target=_read_lines,
+            args=(process.stdout, self._replies),
+            name=f"fold-worker-{process.pid}-reader",
+            daemon=True,
+        ).start()
+        self._process = process
+        log.info("fold worker started (pid %d, nice %d)", process.pid, NICE)
+        return process
+
+    def _stop(self) -> int | None:
+        """Stop the worker (if any); its exit code."""
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        if process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()  # the end of its input: it exits
+        try:
+            return process.wait(5.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return process.wait()
+
+
+def _read_lines(stream: IO[bytes], replies: queue.Queue[bytes]) -> None:
+    """Each line of the worker's output, then b"" at its end (or on a line past the bound)."""
+    try:
+        while line := stream.readline(MAX_LINE_BYTES + 1):
+            if len(line) > MAX_LINE_BYTES:
+                break
+            replies.put(line)
+    except (OSError, ValueError):
+        pass  # closed: the worker is gone, which the empty line below says
+    replies.put(b"")
+
+
+# ---------------------------------------------------------------------- the worker's side
+def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
+    """The worker: its Spark settings on the first line, then one fold per line."""
+    from subscriber.store import folding
+    from subscriber.store.delta_maintenance import active_session
+
+    settings = requests.readline(MAX_LINE_BYTES)
+    if not settings:
+        return  # the subscriber stopped before the first fold
+    spark = _session(json.loads(settings))
+    while line := requests.readline(MAX_LINE_BYTES):
+        try:
+            request = json.loads(line)
+            with active_session(spark):
+                plan = folding.plan(spark, str(request["location"]), int(request["max_scopes"]))
+            reply: dict[str, Any] = {"plan": json.loads(plan.to_json())}
+        except FoldConflict as exc:
+            reply = {"error": str(exc), "conflict": True}
+        except Exception as exc:  # the fold failed: the store's maintenance step says so
+            log.exception("fold failed")
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        replies.write(json.dumps(reply).encode() + b"\n")
+        replies.flush()
+
+
+def _session(conf: dict[str, str]) -> Any:
+    """The worker's session: the store's context settings, and the SQL settings of a store's
+    maintenance session (subscriber.store.delta)."""
+    from pyspark.sql import SparkSession
+
+    from subscriber.spark import SPARK_LOG_LEVEL
+    from subscriber.store.delta import MAINTENANCE_SESSION_CONF, STORE_SESSION_CONF
+
+    builder = SparkSession.builder
+    for key, value in {**conf, **STORE_SESSION_CONF, **MAINTENANCE_SESSION_CONF}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
+    return spark
+
+
+def main() -> None:
+    """The worker process (WORKER_COMMAND)."""
+    os.nice(NICE)  # before its JVM starts: the JVM's threads inherit it
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    # Its output is the protocol's: anything else printed goes to the error stream.
+    protocol, sys.stdout = sys.stdout.buffer, sys.stderr
+    serve(sys.stdin.buffer, protocol)

@@ -1,0 +1,163 @@
+"""The fold worker's client (subscriber.store.fold_worker) against workers that misbehave, each
+a real process in the worker's place: one that exits, one that answers nonsense, one that
+hangs, one that answers a line past the bound, one that reports a conflict or a failure. Each
+fails the fold with a clear error that says whether a retry helps, and the next fold starts a
+new worker. The plan's JSON is checked field by field. (The real worker, on real Spark:
+tests/subscriber/integration/test_maintenance.py.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from subscriber.store.fold_worker import (
+    MAX_LINE_BYTES,
+    WORKER_COMMAND,
+    FoldWorker,
+    FoldWorkerError,
+)
+from subscriber.store.folding import FoldConflict, FoldPlan
+
+PLAN = FoldPlan(7, 10, 3, 1, ("part-a.parquet",), ('{"add": {}}', '{"remove": {}}'))
+# A worker that reads its settings, then answers each request with the line the test gives.
+ANSWERING = """
+import sys
+settings = sys.stdin.readline()
+assert "spark.master" in settings and "secret" in settings
+for line in sys.stdin:
+    sys.stdout.write({answer!r} + "\\n")
+    sys.stdout.flush()
+"""
+
+
+def worker(script: str, timeout_s: float = 30.0) -> FoldWorker:
+    conf = {"spark.hadoop.fs.s3a.secret.key": "secret", "spark.master": "spark://elsewhere:7077"}
+    return FoldWorker(conf, timeout_s, command=[sys.executable, "-c", script])
+
+
+def answering(answer: str) -> FoldWorker:
+    return worker(ANSWERING.format(answer=answer))
+
+
+def test_a_plan_crosses_as_json_and_back() -> None:
+    assert FoldPlan.from_json(PLAN.to_json()) == PLAN
+    with answering(json.dumps({"plan": json.loads(PLAN.to_json())})) as client:
+        assert client.plan("/store", 100) == PLAN
+        assert client.plan("/store", 100) == PLAN  # the same worker, one fold at a time
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("[]", "exactly the fields"),
+        ("{", "is JSON"),
+        (json.dumps({**json.loads(PLAN.to_json()), "extra": 1}), "exactly the fields"),
+        (json.dumps({**json.loads(PLAN.to_json()), "version": -1}), "version is an integer"),
+        (json.dumps({**json.loads(PLAN.to_json()), "scopes": True}), "scopes is an integer"),
+        (json.dumps({**json.loads(PLAN.to_json()), "added": "1"}), "added is an integer"),
+        (json.dumps({**json.loads(PLAN.to_json()), "actions": [1]}), "lists of strings"),
+        (json.dumps({**json.loads(PLAN.to_json()), "rewritten": "a"}), "lists of strings"),
+    ],
+)
+def test_a_plan_that_is_not_one_is_refused(text: str, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        FoldPlan.from_json(text)
+
+
+def test_the_worker_gets_a_local_master_whatever_the_store_s_session_has() -> None:
+    script = """
+import json, os, sys
+settings = json.loads(sys.stdin.readline())
+sys.stdout.write(json.dumps({"error": settings["spark.master"], "conflict": False}) + "\\n")
+sys.stdout.flush()
+sys.stdin.readline()
+"""
+    with worker(script) as client, pytest.raises(FoldWorkerError, match=r"local\[1\]") as err:
+        client.plan("/store", 100)
+    assert err.value.retriable
+
+
+@pytest.mark.parametrize(
+    ("answer", "error", "kind"),
+    [
+        ("not json", "answered nonsense", FoldWorkerError),
+        ('"a string"', "answered nonsense", FoldWorkerError),
+        ('{"plan": {"version": 1}}', "answered nonsense", FoldWorkerError),
+        ('{"error": "boom"}', "failed in the worker: boom", FoldWorkerError),
+        ('{"error": "version 9 removed x", "conflict": true}', "version 9 removed x", FoldConflict),
+    ],
+)
+def test_a_worker_s_bad_answer_fails_the_fold(
+    answer: str, error: str, kind: type[Exception]
+) -> None:
+    with answering(answer) as client, pytest.raises(kind, match=error):
+        client.plan("/store", 100)
+
+
+def test_a_worker_that_exits_fails_the_fold_and_the_next_fold_starts_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = """
+import json, os, sys
+sys.stdin.readline()
+sys.stdin.readline()
+marker = os.environ["SCD_TEST_MARKER"]
+if os.path.exists(marker):
+    sys.stdout.write(PLAN_LINE + "\\n")
+    sys.stdout.flush()
+    sys.stdin.readline()
+else:
+    open(marker, "w").close()
+    sys.exit(3)
+""".replace("PLAN_LINE", repr(json.dumps({"plan": json.loads(PLAN.to_json())})))
+    monkeypatch.setenv("SCD_TEST_MARKER", str(tmp_path / "started-once"))
+    with worker(script) as client:
+        with pytest.raises(FoldWorkerError, match=r"exited \(3\)") as err:
+            client.plan("/store", 100)
+        assert err.value.retriable
+        assert client.pid is None
+        assert client.plan("/store", 100) == PLAN  # a new worker
+        assert client.pid is not None
+
+
+def test_a_worker_that_hangs_is_stopped_after_the_timeout() -> None:
+    script = "import sys, time\nsys.stdin.readline()\nsys.stdin.readline()\ntime.sleep(600)\n"
+    with worker(script, timeout_s=1.0) as client:
+        started = time.monotonic()
+        with pytest.raises(FoldWorkerError, match="did not answer within 1 s"):
+            client.plan("/store", 100)
+        assert time.monotonic() - started < 15
+        assert client.pid is None  # stopped
+
+
+def test_a_line_past_the_bound_is_not_read_whole() -> None:
+    script = f"""
+import sys
+sys.stdin.readline()
+sys.stdin.readline()
+sys.stdout.write("x" * {MAX_LINE_BYTES + 10})
+sys.stdout.flush()
+sys.stdin.readline()
+"""
+    with worker(script) as client, pytest.raises(FoldWorkerError, match="exited"):
+        client.plan("/store", 100)
+
+
+def test_a_closed_worker_folds_nothing() -> None:
+    client = answering("{}")
+    client.close()
+    with pytest.raises(FoldWorkerError, match="closed"):
+        client.plan("/store", 100)
+
+
+def test_the_worker_exits_at_the_end_of_its_input() -> None:
+    """What happens when the subscriber dies: its pipe closes, and the worker ends."""
+    process = subprocess.Popen(WORKER_COMMAND, stdin=subprocess.PIPE)
+    assert process.stdin is not None
+    process.stdin.close()
+    assert process.wait(60) == 0
