@@ -455,7 +455,9 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- paced imports
-PACED_VARIANTS = ("without", "with")
+# with: maintenance, the fold computed in the store's session (beside the imports, on their
+# cores); with-worker: the fold computed by the fold worker (a process at nice 19).
+PACED_VARIANTS = ("without", "with", "with-worker")
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -521,12 +523,24 @@ def paced_loop(
 def warm_copy(spark: Any, args: argparse.Namespace) -> Iterator[tuple[DeltaStore, int]]:
     """A copy of ``args.store`` (in ``args.work_dir``), open, after ``args.warmup`` commits of
     a new page (JIT, Delta's caches: not counted); the store and its next offset."""
-    with tempfile.TemporaryDirectory(prefix="scd-bench-", dir=args.work_dir) as work:
+    with (
+        contextlib.ExitStack() as stack,
+        tempfile.TemporaryDirectory(prefix="scd-bench-", dir=args.work_dir) as work,
+    ):
         location = str(Path(work) / "store")
         shutil.copytree(args.store, location)
-        store = DeltaStore(spark, location)
+        worker = None
+        if args.variant == "with-worker":
+            from subscriber.store.fold_worker import FoldWorker
+
+            worker = stack.enter_context(FoldWorker.of(spark))
+        store = DeltaStore(spark, location, worker)
         state = store.open()
         assert state.offset is not None
+        if worker is not None:
+            # A running subscriber's worker is warm: its JVM started and a fold ran (JIT).
+            # This fold is not committed (its files are left for VACUUM).
+            worker.plan(location, 200)
         offset = state.offset + 1
         for _ in range(args.warmup):
             timed_commit(store, [unit(offset, page_package(f"w{offset}", 20 * offset, 0))])
@@ -542,7 +556,7 @@ def paced_run(args: argparse.Namespace) -> dict[str, Any]:
     with warm_copy(spark, args) as (store, offset):
         pages = args.pages
         maintenance = None
-        if args.variant == "with":
+        if args.variant != "without":
             policy = MaintenancePolicy(
                 retention_s=args.retention_s,
                 log_retention_s=3600.0,
@@ -584,7 +598,9 @@ def paced(args: argparse.Namespace) -> dict[str, Any]:
     if args.before:
         trees = {"before": str(Path(args.before).resolve()), **trees}
     runs: list[dict[str, Any]] = []
-    order = [(tree, variant) for tree in trees for variant in PACED_VARIANTS]
+    # A tree before the fold worker has no with-worker variant.
+    variants = {t: PACED_VARIANTS if t == "after" else PACED_VARIANTS[:2] for t in trees}
+    order = [(tree, variant) for tree in trees for variant in variants[tree]]
     for r in range(args.runs):
         for tree, variant in order if r % 2 == 0 else order[::-1]:
             command = [sys.executable, str(Path(__file__).resolve()), "paced-run"]
@@ -606,7 +622,7 @@ def paced(args: argparse.Namespace) -> dict[str, Any]:
             print(json.dumps(found), file=sys.stderr, flush=True)
     table: dict[str, Any] = {}
     for tree in trees:
-        for variant in PACED_VARIANTS:
+        for variant in variants[tree]:
             chosen = [x for x in runs if x["tree"] == tree and x["variant"] == variant]
             table[f"{tree}/{variant}"] = {
                 "p50_s": [x["p50_s"] for x in chosen],
@@ -614,10 +630,12 @@ def paced(args: argparse.Namespace) -> dict[str, Any]:
                 "max_s": [x["max_s"] for x in chosen],
             }
     for tree in trees:
-        without, with_ = table[f"{tree}/without"], table[f"{tree}/with"]
-        table[f"{tree}/ratio_p99_with_to_p50_without"] = [
-            round(a / b, 2) for a, b in zip(with_["p99_s"], without["p50_s"], strict=True)
-        ]
+        without = table[f"{tree}/without"]
+        for variant in variants[tree][1:]:
+            with_ = table[f"{tree}/{variant}"]
+            table[f"{tree}/ratio_p99_{variant}_to_p50_without"] = [
+                round(a / b, 2) for a, b in zip(with_["p99_s"], without["p50_s"], strict=True)
+            ]
     return {
         "store": args.store,
         "pages": args.pages,

@@ -143,8 +143,9 @@ class SubscriberSettings(ScdSettings):
     concurrent_commits: int | None = Field(default=None, ge=1, le=1024)
     # Folds computed by a process of the daemon's own at the lowest CPU priority
     # (subscriber.store.fold_worker), so that a fold does not slow the imports: its own local
-    # Spark JVM, started at the first fold (about 400 MiB more). With a Spark cluster
-    # (spark_master not local) the fold's tasks run on its executors and there is no worker.
+    # Spark JVM, started by a fold and ended 2 minutes after the last (about 1 GiB meanwhile).
+    # With a Spark cluster (spark_master not local) the fold's tasks run on its executors and
+    # there is no worker.
     fold_worker: bool = True
 
     # Import hooks (subscriber/hooks/, docs/import-hooks.md): names of entry points in the

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import queue
+import select
 import subprocess
 import sys
 import threading
@@ -41,9 +42,15 @@ NICE = 19
 # A fold of 200 scopes on the million-node store took 12-44 s with the imports beside it; one
 # that takes this long is taken as hung (its files are left for VACUUM).
 DEFAULT_TIMEOUT_S = 1800.0
+# A worker exits after this long without a fold: its JVM holds about 1 GiB (bench/README.md),
+# and folds come minutes to hours apart; one that comes later starts a new worker (seconds of
+# CPU at the lowest priority).
+DEFAULT_IDLE_S = 120.0
 # Bounds on one line of the protocol: a plan lists a fold's files (hundreds of actions of
 # about 1 KiB each on the million-node store).
 MAX_LINE_BYTES = 64 << 20
+# What the reader hands on for a line past the bound (not a line the worker can write).
+OVERSIZED = b"\x00"
 # The store's session's settings that are its process's own, not the worker's.
 _NOT_INHERITED = (
     "spark.master",
@@ -78,6 +85,10 @@ class FoldWorkerError(ScdError):
     retriable = True
 
 
+class _IdleExit(FoldWorkerError):
+    """The worker exited on its own, idle, before it read the request."""
+
+
 class FoldWorker:
     """The client: starts the worker when first asked for a fold, stops it on ``close``."""
 
@@ -86,8 +97,11 @@ class FoldWorker:
         spark_conf: dict[str, str],
         timeout_s: float = DEFAULT_TIMEOUT_S,
         command: Sequence[str] = WORKER_COMMAND,
+        idle_s: float = DEFAULT_IDLE_S,
     ) -> None:
-        """``command``: the worker's (tests run others in its place)."""
+        """``command``: the worker's (tests run others in its place); ``idle_s``: the worker
+        exits after this long without a fold."""
+        self.idle_s = idle_s
         self._conf = {k: v for k, v in spark_conf.items() if k not in _NOT_INHERITED} | WORKER_CONF
         self.timeout_s = timeout_s
         self.command = list(command)
@@ -109,26 +123,35 @@ class FoldWorker:
     def plan(self, location: str, max_scopes: int) -> FoldPlan:
         """The fold of the store at ``location``, computed by the worker."""
         with self._lock:
-            process = self._started()
-            request = json.dumps({"location": location, "max_scopes": max_scopes})
             try:
-                assert process.stdin is not None
-                process.stdin.write(request.encode() + b"\n")
-                process.stdin.flush()
-            except OSError as exc:
-                self._stop()
-                raise FoldWorkerError(f"the fold worker is gone: {exc}") from None
-            try:
-                line = self._replies.get(timeout=self.timeout_s)
-            except queue.Empty:
-                self._stop()
-                raise FoldWorkerError(
-                    f"the fold worker did not answer within {self.timeout_s:.0f} s"
-                ) from None
-            if not line:
-                code = self._stop()
-                raise FoldWorkerError(f"the fold worker exited ({code})")
-            return self._answer(line)
+                return self._plan(location, max_scopes)
+            except _IdleExit:  # it left as the request went out: a new one takes it
+                return self._plan(location, max_scopes)
+
+    def _plan(self, location: str, max_scopes: int) -> FoldPlan:
+        process = self._started()
+        request = json.dumps({"location": location, "max_scopes": max_scopes})
+        try:
+            assert process.stdin is not None
+            process.stdin.write(request.encode() + b"\n")
+            process.stdin.flush()
+            line = self._replies.get(timeout=self.timeout_s)
+        except OSError:
+            line = b""  # its input closed: it is gone, as its exit code says
+        except queue.Empty:
+            self._stop()
+            raise FoldWorkerError(
+                f"the fold worker did not answer within {self.timeout_s:.0f} s"
+            ) from None
+        if line is OVERSIZED:
+            self._stop()
+            raise FoldWorkerError(f"the fold worker answered a line over {MAX_LINE_BYTES} bytes")
+        if not line:
+            code = self._stop()
+            if code == 0:
+                raise _IdleExit("the fold worker exited, idle")
+            raise FoldWorkerError(f"the fold worker exited ({code})")
+        return self._answer(line)
 
     def _answer(self, line: bytes) -> FoldPlan:
         try:
@@ -168,7 +191,8 @@ class FoldWorker:
         )
         assert process.stdin is not None
         assert process.stdout is not None
-        process.stdin.write(json.dumps(self._conf).encode() + b"\n")
+        settings = {"spark": self._conf, "idle_s": self.idle_s}
+        process.stdin.write(json.dumps(settings).encode() + b"\n")
         process.stdin.flush()
         self._replies = queue.Queue()
         threading.Thread(
@@ -197,11 +221,13 @@ class FoldWorker:
 
 
 def _read_lines(stream: IO[bytes], replies: queue.Queue[bytes]) -> None:
-    """Each line of the worker's output, then b"" at its end (or on a line past the bound)."""
+    """Each line of the worker's output, then b"" at its end, or OVERSIZED for a line past
+    the bound (nothing after it is read)."""
     try:
         while line := stream.readline(MAX_LINE_BYTES + 1):
             if len(line) > MAX_LINE_BYTES:
-                break
+                replies.put(OVERSIZED)
+                return
             replies.put(line)
     except (OSError, ValueError):
         pass  # closed: the worker is gone, which the empty line below says
@@ -210,15 +236,18 @@ def _read_lines(stream: IO[bytes], replies: queue.Queue[bytes]) -> None:
 
 # ---------------------------------------------------------------------- the worker's side
 def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
-    """The worker: its Spark settings on the first line, then one fold per line."""
+    """The worker: its Spark settings on the first line, then one fold per line.
+    ``requests`` is unbuffered (see ``_ready``)."""
     from subscriber.store import folding
     from subscriber.store.delta_maintenance import active_session
 
-    settings = requests.readline(MAX_LINE_BYTES)
-    if not settings:
+    first = requests.readline(MAX_LINE_BYTES)
+    if not first:
         return  # the subscriber stopped before the first fold
-    spark = _session(json.loads(settings))
-    while line := requests.readline(MAX_LINE_BYTES):
+    settings = json.loads(first)
+    spark = _session(settings["spark"])
+    idle_s = float(settings["idle_s"])
+    while _ready(requests, idle_s) and (line := requests.readline(MAX_LINE_BYTES)):
         try:
             request = json.loads(line)
             with active_session(spark):
@@ -231,6 +260,13 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         replies.write(json.dumps(reply).encode() + b"\n")
         replies.flush()
+
+
+def _ready(requests: IO[bytes], idle_s: float) -> bool:
+    """True when a request comes (or the input ends) within ``idle_s``; False: the worker
+    exits, and its memory (a JVM) is given back until the next fold."""
+    readable, _, _ = select.select([requests], [], [], idle_s)
+    return bool(readable)
 
 
 def _session(conf: dict[str, str]) -> Any:
@@ -255,4 +291,5 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     # Its output is the protocol's: anything else printed goes to the error stream.
     protocol, sys.stdout = sys.stdout.buffer, sys.stderr
-    serve(sys.stdin.buffer, protocol)
+    # Unbuffered: a request read ahead into a buffer is one that select() does not see.
+    serve(os.fdopen(sys.stdin.fileno(), "rb", buffering=0), protocol)

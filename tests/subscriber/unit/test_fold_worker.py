@@ -7,9 +7,12 @@ tests/subscriber/integration/test_maintenance.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -73,7 +76,7 @@ def test_the_worker_gets_a_local_master_whatever_the_store_s_session_has() -> No
     script = """
 import json, os, sys
 settings = json.loads(sys.stdin.readline())
-sys.stdout.write(json.dumps({"error": settings["spark.master"], "conflict": False}) + "\\n")
+sys.stdout.write(json.dumps({"error": settings["spark"]["spark.master"]}) + "\\n")
 sys.stdout.flush()
 sys.stdin.readline()
 """
@@ -144,8 +147,57 @@ sys.stdout.write("x" * {MAX_LINE_BYTES + 10})
 sys.stdout.flush()
 sys.stdin.readline()
 """
-    with worker(script) as client, pytest.raises(FoldWorkerError, match="exited"):
+    with worker(script) as client, pytest.raises(FoldWorkerError, match="line over"):
         client.plan("/store", 100)
+
+
+def test_a_worker_that_left_idle_as_the_request_went_out_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = """
+import os, sys
+sys.stdin.readline()
+marker = os.environ["SCD_TEST_MARKER"]
+if not os.path.exists(marker):
+    open(marker, "w").close()
+    sys.exit(0)  # idle: it exits as a worker does
+sys.stdin.readline()
+sys.stdout.write(PLAN_LINE + "\\n")
+sys.stdout.flush()
+sys.stdin.readline()
+""".replace("PLAN_LINE", repr(json.dumps({"plan": json.loads(PLAN.to_json())})))
+    monkeypatch.setenv("SCD_TEST_MARKER", str(tmp_path / "left-once"))
+    with worker(script) as client:
+        assert client.plan("/store", 100) == PLAN
+
+
+def test_the_worker_answers_while_asked_and_exits_when_idle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker's side (fold_worker.serve), with the fold and its session replaced."""
+    from subscriber.store import delta_maintenance, fold_worker, folding
+
+    monkeypatch.setattr(fold_worker, "_session", lambda *_: object())
+    monkeypatch.setattr(folding, "plan", lambda *_: PLAN)
+    monkeypatch.setattr(delta_maintenance, "active_session", contextlib.nullcontext)
+    requests_in, requests_out = os.pipe()
+    replies_in, replies_out = os.pipe()
+    with (
+        os.fdopen(requests_in, "rb", buffering=0) as requests,
+        os.fdopen(requests_out, "wb") as ask,
+        os.fdopen(replies_out, "wb") as replies,
+        os.fdopen(replies_in, "rb") as answers,
+    ):
+        ask.write(json.dumps({"spark": {}, "idle_s": 1.0}).encode() + b"\n")
+        ask.write(json.dumps({"location": "/store", "max_scopes": 5}).encode() + b"\n")
+        ask.flush()
+        serving = threading.Thread(target=fold_worker.serve, args=(requests, replies))
+        started = time.monotonic()
+        serving.start()
+        assert json.loads(answers.readline()) == {"plan": json.loads(PLAN.to_json())}
+        serving.join(10)
+        assert not serving.is_alive(), "the idle worker did not exit"
+        assert 1.0 <= time.monotonic() - started < 10
 
 
 def test_a_closed_worker_folds_nothing() -> None:
