@@ -102,24 +102,31 @@ def test_a_worker_s_bad_answer_fails_the_fold(
         client.plan("/store", 100)
 
 
+def exiting_once(code: int, *, after_the_request: bool) -> str:
+    """A worker that, the first time (no marker file yet), exits with ``code`` after reading
+    its settings (and the request, if ``after_the_request``); the next one answers PLAN."""
+    line = json.dumps({"plan": json.loads(PLAN.to_json())})
+    return f"""
+import os, sys
+sys.stdin.readline()
+marker = os.environ["SCD_TEST_MARKER"]
+if not os.path.exists(marker):
+    open(marker, "w").close()
+    if {after_the_request}:
+        sys.stdin.readline()
+    sys.exit({code})
+sys.stdin.readline()
+sys.stdout.write({line!r} + "\\n")
+sys.stdout.flush()
+sys.stdin.readline()
+"""
+
+
 def test_a_worker_that_exits_fails_the_fold_and_the_next_fold_starts_another(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    script = """
-import json, os, sys
-sys.stdin.readline()
-sys.stdin.readline()
-marker = os.environ["SCD_TEST_MARKER"]
-if os.path.exists(marker):
-    sys.stdout.write(PLAN_LINE + "\\n")
-    sys.stdout.flush()
-    sys.stdin.readline()
-else:
-    open(marker, "w").close()
-    sys.exit(3)
-""".replace("PLAN_LINE", repr(json.dumps({"plan": json.loads(PLAN.to_json())})))
     monkeypatch.setenv("SCD_TEST_MARKER", str(tmp_path / "started-once"))
-    with worker(script) as client:
+    with worker(exiting_once(3, after_the_request=True)) as client:
         with pytest.raises(FoldWorkerError, match=r"exited \(3\)") as err:
             client.plan("/store", 100)
         assert err.value.retriable
@@ -154,20 +161,8 @@ sys.stdin.readline()
 def test_a_worker_that_left_idle_as_the_request_went_out_is_replaced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    script = """
-import os, sys
-sys.stdin.readline()
-marker = os.environ["SCD_TEST_MARKER"]
-if not os.path.exists(marker):
-    open(marker, "w").close()
-    sys.exit(0)  # idle: it exits as a worker does
-sys.stdin.readline()
-sys.stdout.write(PLAN_LINE + "\\n")
-sys.stdout.flush()
-sys.stdin.readline()
-""".replace("PLAN_LINE", repr(json.dumps({"plan": json.loads(PLAN.to_json())})))
     monkeypatch.setenv("SCD_TEST_MARKER", str(tmp_path / "left-once"))
-    with worker(script) as client:
+    with worker(exiting_once(0, after_the_request=False)) as client:  # 0: idle, as a worker
         assert client.plan("/store", 100) == PLAN
 
 
