@@ -63,7 +63,7 @@ _NOT_INHERITED = (
     "spark.scheduler.mode",
     "spark.scheduler.allocation.file",
 )
-# The worker's own: one task at a time (it is the maintenance's one core), a small heap.
+# The worker's own: one task at a time (it is the maintenance's one core).
 WORKER_CONF = {
     "spark.master": "local[1]",
     # Its driver and executor are one JVM on this machine: the loopback interface, whatever
