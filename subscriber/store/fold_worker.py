@@ -271,11 +271,11 @@ def _ready(requests: IO[bytes], idle_s: float) -> bool:
 
 def _session(conf: dict[str, str]) -> Any:
     """The worker's session: the store's context settings, and the SQL settings of a store's
-    maintenance session (subscriber.store.delta)."""
+    maintenance session (subscriber.store.sessions)."""
     from pyspark.sql import SparkSession
 
     from subscriber.spark import SPARK_LOG_LEVEL
-    from subscriber.store.delta import MAINTENANCE_SESSION_CONF, STORE_SESSION_CONF
+    from subscriber.store.sessions import MAINTENANCE_SESSION_CONF, STORE_SESSION_CONF
 
     builder = SparkSession.builder
     for key, value in {**conf, **STORE_SESSION_CONF, **MAINTENANCE_SESSION_CONF}.items():
