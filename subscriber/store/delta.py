@@ -482,12 +482,11 @@ class DeltaStore:
         """Fold the oldest scopes (subscriber.store.folding): computed by the fold worker when
         the store has one, else in its maintenance session; committed here."""
         assert self.state is not None, "open() the store first"
-        if self.fold_worker is not None:
-            plan = self.fold_worker.plan(self.location, max_scopes)
-        else:
-            with self._maintaining() as spark:
-                plan = folding.plan(spark, self.location, max_scopes)
         with self._maintaining() as spark:
+            if self.fold_worker is not None:
+                plan = self.fold_worker.plan(self.location, max_scopes)
+            else:
+                plan = folding.plan(spark, self.location, max_scopes)
             outcome = folding.commit(spark, self.location, plan, self.commit_lock)
         # Imports may have added scopes meanwhile (the fold runs beside them): only what it
         # removed is taken off.

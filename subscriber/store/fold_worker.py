@@ -22,6 +22,7 @@ a new worker).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -162,7 +163,7 @@ class FoldWorker:
                 if reply.get("conflict") is True:
                     raise FoldConflict(str(reply["error"]))
                 raise FoldWorkerError(f"the fold failed in the worker: {reply['error']}")
-            return FoldPlan.from_json(json.dumps(reply.get("plan")))
+            return FoldPlan.from_dict(reply.get("plan"))
         except ValueError as exc:
             self._stop()
             raise FoldWorkerError(f"the fold worker answered nonsense: {exc}") from None
@@ -252,7 +253,7 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
             request = json.loads(line)
             with active_session(spark):
                 plan = folding.plan(spark, str(request["location"]), int(request["max_scopes"]))
-            reply: dict[str, Any] = {"plan": json.loads(plan.to_json())}
+            reply: dict[str, Any] = {"plan": dataclasses.asdict(plan)}
         except FoldConflict as exc:
             reply = {"error": str(exc), "conflict": True}
         except Exception as exc:  # the fold failed: the store's maintenance step says so

@@ -46,6 +46,11 @@ class FoldPlan:
             raw = json.loads(text)
         except ValueError as exc:
             raise ValueError(f"a fold plan is JSON: {exc}") from None
+        return cls.from_dict(raw)
+
+    @classmethod
+    def from_dict(cls, raw: object) -> FoldPlan:
+        """A plan from ``dataclasses.asdict`` (decoded JSON); ValueError for anything else."""
         if not isinstance(raw, dict) or set(raw) != {f.name for f in dataclasses.fields(cls)}:
             raise ValueError("a fold plan has exactly the fields of FoldPlan")
         counts = ("version", "files_before", "scopes", "added")
