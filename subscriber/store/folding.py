@@ -36,18 +36,6 @@ class FoldPlan:
     rewritten: tuple[str, ...]  # names of the files it replaces
     actions: tuple[str, ...]  # AddFile and RemoveFile actions, Delta's JSON
 
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> FoldPlan:
-        """A plan from ``to_json``; ValueError for anything else."""
-        try:
-            raw = json.loads(text)
-        except ValueError as exc:
-            raise ValueError(f"a fold plan is JSON: {exc}") from None
-        return cls.from_dict(raw)
-
     @classmethod
     def from_dict(cls, raw: object) -> FoldPlan:
         """A plan from ``dataclasses.asdict`` (decoded JSON); ValueError for anything else."""

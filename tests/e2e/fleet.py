@@ -564,6 +564,7 @@ class Churn:
     cloned: dict[str, str] = field(default_factory=dict)  # joiner -> the agent it copied
     joiners: list[Daemon] = field(default_factory=list)  # the daemons the joiners run in
     ready_s: dict[str, float] = field(default_factory=dict)  # joiner -> its start to ready
+    idle_ready_s: dict[str, float] = field(default_factory=dict)  # the same, fleet caught up
 
     def leave(self) -> None:
         if not self.size.leave:
@@ -594,19 +595,40 @@ class Churn:
     def join(self) -> None:
         if not self.size.join:
             return
-        running = self.fleet.running()
-        sources = sorted(running)
-        agents: dict[str, Path] = {}
         begin = time.monotonic()
-        for i in range(self.size.join):
-            name = f"join-{i:03d}"
+        agents = self._new_agents("join", self.size.join)
+        self.follow["clone_s"] = time.monotonic() - begin
+        self.ready_s.update(self._start(agents))
+        log(f"{len(agents)} joined; ready after {sorted(self.ready_s.values())}")
+
+    def join_caught_up(self) -> None:
+        """Two more agents once the whole fleet holds the last package (no import running):
+        one on a clone, one from earliest. Their start to ready is what an autoscaler waits
+        for when it adds a subscriber to a fleet that keeps up."""
+        if not self.size.join:
+            return
+        self.idle_ready_s = self._start(self._new_agents("late", 2))
+        log(f"2 joined the caught-up fleet; ready after {sorted(self.idle_ready_s.values())}")
+
+    def _new_agents(self, prefix: str, count: int) -> dict[str, Path]:
+        """``count`` new agents' stores: the first half clones of running agents' stores, the
+        others empty (they start from earliest)."""
+        sources = sorted(self.fleet.running())
+        agents: dict[str, Path] = {}
+        for i in range(count):
+            name = f"{prefix}-{i:03d}"
             target = self.fleet.work / "stores" / name
-            if i < self.size.join // 2:  # seeded by cloning a running agent's store
-                source = sources[i * len(sources) // max(1, self.size.join // 2)]
+            if i < count // 2:  # seeded by cloning a running agent's store
+                source = sources[i * len(sources) // max(1, count // 2)]
                 clone_store(self.fleet.stores[source], target)
                 self.cloned[name] = source
             agents[name] = target
-        self.follow["clone_s"] = time.monotonic() - begin
+        return agents
+
+    def _start(self, agents: dict[str, Path]) -> dict[str, float]:
+        """Start ``agents`` (in the running daemons or a new one) and wait until the publisher
+        shows their queues and each is ready; returns each one's start to ready."""
+        running = self.fleet.running()
         if self.size.reload:  # spread over the running daemons
             daemons = sorted({id(d): d for d in running.values()}.values(), key=lambda d: d.name)
             for index, daemon in enumerate(daemons):
@@ -618,11 +640,12 @@ class Churn:
                 self.joiners.append(daemon)
         else:
             self.joiners.append(self.fleet.add_daemon("joiners", agents))
-        self.follow["join_queues_s"] = self.fleet.wait(
+        queues_s = self.fleet.wait(
             lambda: self.fleet.queue_names() >= set(agents),
             self.timeout_s,
             "the publisher to show the joiners' queues",
         )
+        self.follow.setdefault("join_queues_s", queues_s)
         self.fleet.wait(
             lambda: (
                 bool(self.fleet.offsets())
@@ -631,15 +654,13 @@ class Churn:
             self.timeout_s,
             "every joiner ready",
         )
-        self.ready_s.update(
-            {n: d.ready_s[n] for d in self.joiners for n in agents if n in d.ready_s}
-        )
-        log(f"{len(agents)} joined; ready after {sorted(self.ready_s.values())}")
+        return {n: d.ready_s[n] for d in self.joiners for n in agents if n in d.ready_s}
 
 
 def run_scenario(fleet: Fleet, size: Size, spark: Any, converge_timeout_s: float) -> dict[str, Any]:
     """Distribute, let ``size.leave`` agents leave and ``size.join`` join, wait until every
-    running agent holds the last package; check and measure everything. Returns the report
+    running agent holds the last package, let two more join the caught-up fleet; check and
+    measure everything. Returns the report
     (its ``problems`` list is empty when every check passed)."""
     cluster = fleet.cluster
     leavers = next((d for d in fleet.daemons if d.name == "leavers"), None)
@@ -677,6 +698,12 @@ def run_scenario(fleet: Fleet, size: Size, spark: Any, converge_timeout_s: float
         begin = time.perf_counter()
         cluster.get("/queues?limit=1000")
         quiet.append(time.perf_counter() - begin)
+    churn.join_caught_up()
+    fleet.wait(
+        lambda: all(o == last for o in fleet.offsets().values()),
+        converge_timeout_s,
+        f"the agents that joined the caught-up fleet at offset {last}",
+    )
     for daemon in fleet.daemons:
         if daemon.proc.poll() is None:
             daemon.sample()
@@ -756,6 +783,13 @@ def run_scenario(fleet: Fleet, size: Size, spark: Any, converge_timeout_s: float
                 "start_to_ready_s": round(seconds, 1),
             }
             for name, seconds in sorted(churn.ready_s.items())
+        },
+        "joiners_of_the_caught_up_fleet": {
+            name: {
+                "seed": f"clone of {churn.cloned[name]}" if name in churn.cloned else "earliest",
+                "start_to_ready_s": round(seconds, 1),
+            }
+            for name, seconds in sorted(churn.idle_ready_s.items())
         },
         "joiners_in": "running daemons (SIGHUP)" if size.reload else "a new daemon",
         "joiner_daemon_start_to_http_s": None

@@ -4,9 +4,10 @@ One publisher daemon and two subscriber daemons of 50 agents each, every agent w
 Delta store on local disk, on the real Kafka broker and S3 server. 30 requests through the REST
 API (adds and deletes, 3 spilled to S3); a third of the way through, 10 agents leave (removed
 from their daemons' agents files, SIGHUP), halfway 10 join the running daemons the same way
-(5 on copies of running agents' stores, 5 from earliest). Every running agent imports the last
-package, every store equals the model of the log, no store's Delta log imports an offset twice,
-the publisher's queues follow the leave and the join, and it sends one distributed event per
+(5 on copies of running agents' stores, 5 from earliest), and once all hold the last package
+2 more (a copy, and one from earliest). Every running agent imports the last package, every
+store equals the model of the log, no store's Delta log imports an offset twice, the
+publisher's queues follow the leave and the join, and it sends one distributed event per
 package. bench/subscriber_hundred.py runs the same at the issue's size (1,000 packages,
 20 + 20).
 """
@@ -41,6 +42,8 @@ SIZE = Size(
     driver_memory="1g",
     maintenance=False,
 )
+# Agents that join once the fleet holds the last package (tests/e2e/fleet.py, Churn).
+LATE_JOINERS = 2
 # Two Spark drivers starting and a hundred stores created on a loaded 2-core machine.
 START_TIMEOUT_S = 600.0
 CONVERGE_TIMEOUT_S = 600.0
@@ -67,8 +70,8 @@ def test_a_hundred_subscribers_with_ten_leaving_and_ten_joining(
     assert not report["problems"], "\n".join(report["problems"])
     assert report["packages"] == SIZE.packages
     assert report["spilled"] == SIZE.packages // SIZE.spill_every
-    assert report["stores_checked"] == SIZE.agents
-    assert report["store_logs_checked"] == SIZE.agents + SIZE.join
+    assert report["stores_checked"] == SIZE.agents + LATE_JOINERS
+    assert report["store_logs_checked"] == SIZE.agents + SIZE.join + LATE_JOINERS
     assert report["joiners_in"] == "running daemons (SIGHUP)"
     assert report["events"] == SIZE.packages
     # The publisher forgets a subscriber DISCOVERY_TTL_S after its last announcement, and
@@ -77,5 +80,8 @@ def test_a_hundred_subscribers_with_ten_leaving_and_ten_joining(
     joiners = report["joiners"]
     assert len(joiners) == SIZE.join
     assert all(j["start_to_ready_s"] > 0 for j in joiners.values()), joiners
+    late = report["joiners_of_the_caught_up_fleet"]
+    assert sorted(j["seed"].split()[0] for j in late.values()) == ["clone", "earliest"], late
+    assert all(j["start_to_ready_s"] > 0 for j in late.values()), late
     with capsys.disabled():
         print(f"\n[e2e] hundred subscribers: {report}", file=sys.stderr)
