@@ -8,7 +8,12 @@ server scraping many subscribers can tell them apart and aggregate them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Protocol
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from runtime.supervisor import register_metrics as register_thread_metrics
 
@@ -328,6 +333,32 @@ class SubscriberMetrics:
     def ready(self, reason: str, after_s: float) -> None:
         self._readiness_duration.labels(self.agent, reason).set(after_s)
 
+    def watch_commit_slots(self, slots: Waiters) -> None:
+        """Expose the process's commit slots (shared by its agents, so without the ``agent``
+        label: the daemon's exposition shows the series once)."""
+        self.registry.register(_CommitSlotWaiters(slots))
+
     def render(self) -> bytes:
         """The registry in Prometheus text exposition format."""
         return generate_latest(self.registry)
+
+
+class Waiters(Protocol):
+    @property
+    def waiting(self) -> int: ...
+
+
+class _CommitSlotWaiters(Collector):
+    """How many of the process's agents wait to open or commit their stores
+    (subscriber.fleet.commit_slots), read when scraped."""
+
+    def __init__(self, slots: Waiters) -> None:
+        self.slots = slots
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(
+            "scd_commit_slot_waiters",
+            "Agents of this process waiting to open or commit their stores: many for long "
+            "means its cores do not keep up with its agents (move some to another process)",
+            value=self.slots.waiting,
+        )

@@ -112,6 +112,7 @@ class ImportLoop:
         self.staging = staging  # None: not staged after canaries
         # Shared by the daemon's agents: how many open or commit at once (None: this one's).
         self.slots = slots if slots is not None else CommitSlots(1)
+        metrics.watch_commit_slots(self.slots)
         self.topic = settings.journal.topics.package
         self.counters = AgentCounters()
         self.hooks = hooks if hooks is not None else ImportHooks({}, metrics)

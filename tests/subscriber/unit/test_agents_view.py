@@ -5,6 +5,7 @@ metrics of all agents are one valid exposition with an ``agent`` label per agent
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -12,9 +13,11 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from runtime.supervisor import THREAD_RESTARTS, Backoff, Supervisor
+from subscriber.fleet.commit_slots import CommitSlots, Stopped
 from subscriber.fleet.view import AgentsView
 from subscriber.http import Health, HealthServer
 from subscriber.metrics import SubscriberMetrics
+from tests.waiting import wait_for
 
 
 class FakeAgent:
@@ -108,10 +111,20 @@ def test_an_agent_whose_thread_failed_shows_failed_and_the_others_do_not() -> No
 def test_metrics_of_all_agents_form_one_valid_exposition() -> None:
     agents = [FakeAgent(name, 0) for name in ("a", "b", "c")]
     THREAD_RESTARTS.labels("view-test").inc()  # process-wide: in every agent's registry
+    slots = CommitSlots(1)  # the daemon's, watched by each agent's import loop
+    for agent in agents:
+        agent.metrics.watch_commit_slots(slots)
     for i, agent in enumerate(agents):
         agent.metrics.offsets(processed=10 * i, latest=100)
-    with serve(agents) as server:
-        text = httpx.get(f"{server.url}/metrics").text
+    stop = threading.Event()
+    with slots.hold(starting=False):
+        waiter = threading.Thread(target=_wait_for_a_slot, args=(slots, stop), daemon=True)
+        waiter.start()
+        wait_for(lambda: slots.waiting == 1, 10)
+        with serve(agents) as server:
+            text = httpx.get(f"{server.url}/metrics").text
+        stop.set()
+        waiter.join(10)
     families = {f.name: f for f in text_string_to_metric_families(text)}  # parses: valid
     processed = {s.labels["agent"]: s.value for s in families["scd_processed_offset"].samples}
     assert processed == {"a": 0.0, "b": 10.0, "c": 20.0}
@@ -119,3 +132,10 @@ def test_metrics_of_all_agents_form_one_valid_exposition() -> None:
     assert text.count("# TYPE scd_thread_restarts_total counter") == 1
     restarts = [s for s in families["scd_thread_restarts"].samples if s.name.endswith("_total")]
     assert [s.labels["thread"] for s in restarts].count("view-test") == 1
+    # The daemon's commit slots: once, without an agent label, read when scraped.
+    assert [(s.labels, s.value) for s in families["scd_commit_slot_waiters"].samples] == [({}, 1.0)]
+
+
+def _wait_for_a_slot(slots: CommitSlots, stop: threading.Event) -> None:
+    with contextlib.suppress(Stopped), slots.hold(starting=True, stop=stop):
+        pass

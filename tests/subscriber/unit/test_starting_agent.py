@@ -64,6 +64,7 @@ def test_the_agent_opens_and_commits_in_a_slot_ahead_of_serving_agents(local_env
         joiner.start()
         wait_for(lambda: slots.waiting == 2, 10)  # its open waits for a slot too
         assert order == []
+        assert b"scd_commit_slot_waiters 2.0" in agent.metrics.render()  # the daemon's
     for thread in (joiner, serving):
         thread.join(10)
     assert order == ["joiner opens", "serving agent commits"]
