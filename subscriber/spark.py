@@ -28,6 +28,10 @@ INTERPRETED = {
 # Spark's own INFO/WARN chatter (planner hints, native-library notices) is noise for an
 # agent or a CLI; errors still reach the log.
 SPARK_LOG_LEVEL = "ERROR"
+# The s3a credentials (s3a_credentials): Hadoop settings of the running JVM, never Spark
+# settings on its command line.
+ACCESS_KEY = "fs.s3a.access.key"
+SECRET_KEY = "fs.s3a.secret.key"
 # Store maintenance runs beside imports on the same driver (subscriber/maintenance.py). With
 # Spark's default FIFO scheduling an import's job waited for every task of a fold's stage
 # queued before it (tens of seconds on a million-node store); with these pools its tasks take
@@ -183,13 +187,39 @@ def spark_config(
                 "spark.hadoop.fs.s3a.connection.ssl.enabled": str(
                     blobs.endpoint_url.startswith("https")
                 ).lower(),
-                "spark.hadoop.fs.s3a.access.key": blobs.access_key or "",
-                "spark.hadoop.fs.s3a.secret.key": blobs.secret_key.get_secret_value()
-                if blobs.secret_key
-                else "",
             }
         )
     return config
+
+
+def s3a_credentials(settings: SubscriberSettings) -> dict[str, str]:
+    """The S3 credentials of the stores on s3a://, as Hadoop settings (none without an S3
+    blob store). Kept out of ``spark_config``: pyspark hands Spark settings to spark-submit on
+    its command line, which every local user can read (ps, /proc/<pid>/cmdline);
+    ``spark_session`` sets these in the running JVM instead."""
+    blobs = settings.blobstore
+    if blobs is None or blobs.backend != "s3":
+        return {}
+    return {
+        ACCESS_KEY: blobs.access_key or "",
+        SECRET_KEY: blobs.secret_key.get_secret_value() if blobs.secret_key else "",
+    }
+
+
+def set_hadoop(spark: Any, values: Mapping[str, str]) -> None:
+    """Set ``values`` in the Hadoop configuration of ``spark``'s context: every session's jobs
+    copy it (their tasks get it with the job, on a cluster too)."""
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in values.items():
+        hadoop.set(key, value)
+
+
+def hadoop_credentials(spark: Any) -> dict[str, str]:
+    """The S3 credentials set in ``spark``'s context (``set_hadoop``), for another process's
+    session of the same stores (subscriber.store.fold_worker)."""
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    values = {key: hadoop.get(key) for key in (ACCESS_KEY, SECRET_KEY)}
+    return {key: str(value) for key, value in values.items() if value is not None}
 
 
 def spark_session(
@@ -210,4 +240,5 @@ def spark_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
+    set_hadoop(spark, s3a_credentials(settings))
     return spark

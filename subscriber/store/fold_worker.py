@@ -12,9 +12,10 @@ writes the fold's files and hands back the actions (a FoldPlan); the store commi
 its lock, as the table's one writer (on S3, Delta's log must be written by one process).
 
 The worker is a child of the subscriber's process with a local Spark session (``local[1]``)
-made from the store's session's settings, sent on its standard input (they hold the S3
-credentials: never on its command line). It serves one fold at a time, and exits at the end of
-its input: when the subscriber stops or dies. A worker that dies, hangs past the fold's
+made from the store's session's settings, sent on its standard input; the S3 credentials come
+with them and go into its JVM's Hadoop configuration, never on a command line (neither its own
+nor its JVM's: subscriber.spark.s3a_credentials). It serves one fold at a time, and exits at
+the end of its input: when the subscriber stops or dies. A worker that dies, hangs past the fold's
 timeout or answers nonsense is stopped; the fold fails (a transient error: the next one starts
 a new worker).
 """
@@ -31,7 +32,7 @@ import select
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from runtime.errors import ScdError
@@ -99,10 +100,13 @@ class FoldWorker:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         command: Sequence[str] = WORKER_COMMAND,
         idle_s: float = DEFAULT_IDLE_S,
+        hadoop: Mapping[str, str] | None = None,
     ) -> None:
         """``command``: the worker's (tests run others in its place); ``idle_s``: the worker
-        exits after this long without a fold."""
+        exits after this long without a fold; ``hadoop``: settings of the Hadoop configuration
+        of its JVM (the S3 credentials, subscriber.spark.s3a_credentials)."""
         self.idle_s = idle_s
+        self._hadoop = dict(hadoop or {})
         self._conf = {k: v for k, v in spark_conf.items() if k not in _NOT_INHERITED} | WORKER_CONF
         self.timeout_s = timeout_s
         self.command = list(command)
@@ -114,8 +118,10 @@ class FoldWorker:
     @classmethod
     def of(cls, spark: Any, timeout_s: float = DEFAULT_TIMEOUT_S) -> FoldWorker:
         """A worker with the settings of ``spark``'s context."""
+        from subscriber.spark import hadoop_credentials
+
         conf = spark.sparkContext.getConf().getAll()
-        return cls({str(k): str(v) for k, v in conf}, timeout_s)
+        return cls({str(k): str(v) for k, v in conf}, timeout_s, hadoop=hadoop_credentials(spark))
 
     @property
     def pid(self) -> int | None:
@@ -192,7 +198,7 @@ class FoldWorker:
         )
         assert process.stdin is not None
         assert process.stdout is not None
-        settings = {"spark": self._conf, "idle_s": self.idle_s}
+        settings = {"spark": self._conf, "hadoop": self._hadoop, "idle_s": self.idle_s}
         process.stdin.write(json.dumps(settings).encode() + b"\n")
         process.stdin.flush()
         self._replies = queue.Queue()
@@ -246,7 +252,7 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     if not first:
         return  # the subscriber stopped before the first fold
     settings = json.loads(first)
-    spark = _session(settings["spark"])
+    spark = _session(settings["spark"], settings["hadoop"])
     idle_s = float(settings["idle_s"])
     while _ready(requests, idle_s) and (line := requests.readline(MAX_LINE_BYTES)):
         try:
@@ -270,12 +276,12 @@ def _ready(requests: IO[bytes], idle_s: float) -> bool:
     return bool(readable)
 
 
-def _session(conf: dict[str, str]) -> Any:
-    """The worker's session: the store's context settings, and the SQL settings of a store's
-    maintenance session (subscriber.store.sessions)."""
+def _session(conf: dict[str, str], hadoop: dict[str, str]) -> Any:
+    """The worker's session: the store's context settings and Hadoop settings, and the SQL
+    settings of a store's maintenance session (subscriber.store.sessions)."""
     from pyspark.sql import SparkSession
 
-    from subscriber.spark import SPARK_LOG_LEVEL
+    from subscriber.spark import SPARK_LOG_LEVEL, set_hadoop
     from subscriber.store.sessions import MAINTENANCE_SESSION_CONF, STORE_SESSION_CONF
 
     builder = SparkSession.builder
@@ -283,6 +289,7 @@ def _session(conf: dict[str, str]) -> Any:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
+    set_hadoop(spark, hadoop)
     return spark
 
 

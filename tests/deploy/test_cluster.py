@@ -63,6 +63,20 @@ def imported_packages(url: str) -> int:
     return int(sum(counts))
 
 
+def command_lines_holding(secret: str, pgids: set[int]) -> list[str]:
+    """The processes of the process groups ``pgids`` whose command line holds ``secret``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pgrp = int(stat.read_text().rsplit(")", 1)[1].split()[2])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue  # exited meanwhile
+        if pgrp in pgids and secret.encode() in command:
+            found.append(f"{stat.parent.name}: {command[:80]!r}")
+    return found
+
+
 @pytest.mark.timeout(UP_TIMEOUT_S + IMPORT_TIMEOUT_S + DOWN_TIMEOUT_S + 300)
 @pytest.mark.parametrize(
     "options",
@@ -122,6 +136,11 @@ def test_cluster_up_distribute_status_down(
         assert health["holdsPosition"] is True
         assert health["startOffset"] <= min(offsets), health
         assert imported_packages(cluster.subscriber_url(i)) == len(offsets)
+    # Every process of the cluster has the S3 credentials (the blob store; with --s3a the
+    # stores too), none on its command line, which every local user can read: not the
+    # daemons', not their Spark JVMs', not the executors'.
+    leaks = command_lines_holding(s3_service.secret_key, set(pids.values()))
+    assert not leaks, f"the S3 secret key is on the command line of {leaks}"
 
     again = cluster.run("up", *options, timeout=UP_TIMEOUT_S)
     assert again.returncode == 0, again.stdout + again.stderr

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from subscriber.maintenance import Maintenance, MaintenancePolicy
+from subscriber.spark import SECRET_KEY
 from subscriber.store.delta import DeltaStore
 from subscriber.store.fold_worker import FoldWorker
 from subscriber.store.rows import StoredNode
@@ -185,9 +186,24 @@ def test_on_delta_a_fold_waits_until_the_table_s_bytes_grew_by_the_fold_growth(
 IMPORT_PAUSE_S = 0.3
 
 
+# Stands for the S3 secret key in the session the fold worker copies: it must reach the
+# worker's JVM without being on a command line.
+SECRET_MARKER = "fold-worker-secret-4f1d"
+
+
 @pytest.fixture(scope="module")
 def fold_worker(spark: Any) -> Iterator[FoldWorker]:
-    with FoldWorker.of(spark) as worker:
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    saved = hadoop.get(SECRET_KEY)  # another test's S3 server, when one ran before
+    hadoop.set(SECRET_KEY, SECRET_MARKER)
+    try:
+        worker = FoldWorker.of(spark)
+    finally:
+        if saved is None:
+            hadoop.unset(SECRET_KEY)
+        else:
+            hadoop.set(SECRET_KEY, saved)
+    with worker:
         yield worker
 
 
@@ -226,7 +242,10 @@ def test_a_fold_beside_imports_lands_and_never_fails_one(
     assert errors == []
     if worker is not None:
         assert worker.pid is not None
-        assert [_nice(pid) for pid in (worker.pid, *_children(worker.pid))] == [19, 19]
+        processes = [worker.pid, *_children(worker.pid)]
+        assert [_nice(pid) for pid in processes] == [19, 19]
+        for pid in processes:
+            assert SECRET_MARKER.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
     import_one_at_a_time(reference, 24, offset - 24)
     actions = commit_actions(location, "DELETE")
     info = next(a["commitInfo"] for a in actions if "commitInfo" in a)

@@ -31,9 +31,10 @@ PLAN = FoldPlan(7, 10, 3, 1, ("part-a.parquet",), ('{"add": {}}', '{"remove": {}
 PLAN_FIELDS = json.loads(json.dumps(dataclasses.asdict(PLAN)))  # the plan as it crosses
 # A worker that reads its settings, then answers each request with the line the test gives.
 ANSWERING = """
-import sys
-settings = sys.stdin.readline()
-assert "spark.master" in settings and "secret" in settings
+import json, sys
+settings = json.loads(sys.stdin.readline())
+assert "spark.master" in settings["spark"]
+assert settings["hadoop"] == {{"fs.s3a.secret.key": "secret"}}
 for line in sys.stdin:
     sys.stdout.write({answer!r} + "\\n")
     sys.stdout.flush()
@@ -41,8 +42,9 @@ for line in sys.stdin:
 
 
 def worker(script: str, timeout_s: float = 30.0) -> FoldWorker:
-    conf = {"spark.hadoop.fs.s3a.secret.key": "secret", "spark.master": "spark://elsewhere:7077"}
-    return FoldWorker(conf, timeout_s, command=[sys.executable, "-c", script])
+    conf = {"spark.master": "spark://elsewhere:7077"}
+    hadoop = {"fs.s3a.secret.key": "secret"}  # on the worker's input, not its command line
+    return FoldWorker(conf, timeout_s, command=[sys.executable, "-c", script], hadoop=hadoop)
 
 
 def answering(answer: str) -> FoldWorker:
@@ -185,7 +187,7 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
         os.fdopen(replies_out, "wb") as replies,
         os.fdopen(replies_in, "rb") as answers,
     ):
-        ask.write(json.dumps({"spark": {}, "idle_s": 1.0}).encode() + b"\n")
+        ask.write(json.dumps({"spark": {}, "hadoop": {}, "idle_s": 1.0}).encode() + b"\n")
         ask.write(json.dumps({"location": "/store", "max_scopes": 5}).encode() + b"\n")
         ask.flush()
         serving = threading.Thread(target=fold_worker.serve, args=(requests, replies))

@@ -9,13 +9,15 @@ import os
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
+from blobstore.settings import BlobStoreSettings
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import (
     class_archive_fingerprint,
     class_archive_fingerprint_file,
     default_class_archive_name,
+    s3a_credentials,
     spark_config,
 )
 
@@ -112,3 +114,26 @@ def test_the_fork_free_local_filesystem_is_used_with_its_jar_and_a_local_master(
     for config in (cluster, without):
         assert "spark.driver.extraClassPath" not in config
         assert not any(key.startswith("spark.hadoop.fs.") for key in config)
+
+
+def test_the_s3_credentials_are_not_spark_settings() -> None:
+    """pyspark hands Spark settings to spark-submit on its command line (readable by every
+    local user): the credentials go into the running JVM's Hadoop configuration instead."""
+    blobs = BlobStoreSettings(
+        backend="s3",
+        endpoint_url="http://127.0.0.1:9000",
+        bucket="scd-blobs",
+        access_key="AKIDEXAMPLE",
+        secret_key=SecretStr("s3-secret-value"),
+    )
+    settings = SubscriberSettings(store_path="s3a://scd-stores/store", blobstore=blobs)
+    config = spark_config(settings)
+    assert config["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert not [k for k, v in config.items() if "secret" in k or "s3-secret-value" in v]
+    assert "AKIDEXAMPLE" not in config.values()
+    assert s3a_credentials(settings) == {
+        "fs.s3a.access.key": "AKIDEXAMPLE",
+        "fs.s3a.secret.key": "s3-secret-value",
+    }
+    local = BlobStoreSettings(backend="local", local_root=Path("/tmp/blobs"))
+    assert s3a_credentials(SubscriberSettings(blobstore=local)) == {}
