@@ -599,16 +599,19 @@ def local_spark() -> Iterator[Any]:
 
 def use_s3(spark: Any, s3: S3Service) -> None:
     """Point the session's s3a:// filesystem at ``s3`` (for buckets opened from now on)."""
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-    for key, value in {
-        "fs.s3a.endpoint": s3.endpoint_url,
-        "fs.s3a.endpoint.region": s3.region,
-        "fs.s3a.path.style.access": "true",
-        "fs.s3a.connection.ssl.enabled": str(s3.endpoint_url.startswith("https")).lower(),
-        "fs.s3a.access.key": s3.access_key,
-        "fs.s3a.secret.key": s3.secret_key,
-    }.items():
-        hadoop.set(key, value)
+    from subscriber.spark import ACCESS_KEY, SECRET_KEY, set_hadoop
+
+    set_hadoop(
+        spark,
+        {
+            "fs.s3a.endpoint": s3.endpoint_url,
+            "fs.s3a.endpoint.region": s3.region,
+            "fs.s3a.path.style.access": "true",
+            "fs.s3a.connection.ssl.enabled": str(s3.endpoint_url.startswith("https")).lower(),
+            ACCESS_KEY: s3.access_key,
+            SECRET_KEY: s3.secret_key,
+        },
+    )
 
 
 def spark_class_archive() -> Path | None:

@@ -66,14 +66,14 @@ def imported_packages(url: str) -> int:
 def command_lines_holding(secret: str, pgids: set[int]) -> list[str]:
     """The processes of the process groups ``pgids`` whose command line holds ``secret``."""
     found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for member in group_members(pgids):
+        pid = member.split()[0]
         try:
-            pgrp = int(stat.read_text().rsplit(")", 1)[1].split()[2])
-            command = (stat.parent / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
             continue  # exited meanwhile
-        if pgrp in pgids and secret.encode() in command:
-            found.append(f"{stat.parent.name}: {command[:80]!r}")
+        if secret.encode() in command:
+            found.append(f"{pid}: {command[:80]!r}")
     return found
 
 
