@@ -598,7 +598,7 @@ class Churn:
         begin = time.monotonic()
         agents = self._new_agents("join", self.size.join)
         self.follow["clone_s"] = time.monotonic() - begin
-        self.ready_s.update(self._start(agents))
+        self.ready_s.update(self._start(agents, "joiners"))
         log(f"{len(agents)} joined; ready after {sorted(self.ready_s.values())}")
 
     def join_caught_up(self) -> None:
@@ -607,7 +607,7 @@ class Churn:
         for when it adds a subscriber to a fleet that keeps up."""
         if not self.size.join:
             return
-        self.idle_ready_s = self._start(self._new_agents("late", 2))
+        self.idle_ready_s = self._start(self._new_agents("late", 2), "late-joiners")
         log(f"2 joined the caught-up fleet; ready after {sorted(self.idle_ready_s.values())}")
 
     def _new_agents(self, prefix: str, count: int) -> dict[str, Path]:
@@ -625,9 +625,10 @@ class Churn:
             agents[name] = target
         return agents
 
-    def _start(self, agents: dict[str, Path]) -> dict[str, float]:
-        """Start ``agents`` (in the running daemons or a new one) and wait until the publisher
-        shows their queues and each is ready; returns each one's start to ready."""
+    def _start(self, agents: dict[str, Path], new_daemon: str) -> dict[str, float]:
+        """Start ``agents`` (in the running daemons, or a new one named ``new_daemon``: its agents
+        file and log are named after it) and wait until the publisher shows their queues and
+        each is ready; returns each one's start to ready."""
         running = self.fleet.running()
         if self.size.reload:  # spread over the running daemons
             daemons = sorted({id(d): d for d in running.values()}.values(), key=lambda d: d.name)
@@ -639,7 +640,7 @@ class Churn:
                 daemon.reload({**daemon.agents, **mine})
                 self.joiners.append(daemon)
         else:
-            self.joiners.append(self.fleet.add_daemon("joiners", agents))
+            self.joiners.append(self.fleet.add_daemon(new_daemon, agents))
         queues_s = self.fleet.wait(
             lambda: self.fleet.queue_names() >= set(agents),
             self.timeout_s,
