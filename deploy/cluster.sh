@@ -428,6 +428,8 @@ cmd_up() {
     export SCD_SUBSCRIBER_PUB_AGENTS="${SCD_SUBSCRIBER_PUB_AGENTS:-${SCD_PUBLISHER_AGENT_NAME:-publish}}"
     if [[ "$standalone" == 1 ]]; then
         export SCD_SUBSCRIBER_SPARK_MASTER="spark://127.0.0.1:$SPARK_PORT"
+        # The worker runs on this host: its executors read the drivers' jars where they are.
+        export SCD_SUBSCRIBER_SPARK_JARS_INSTALLED="${SCD_SUBSCRIBER_SPARK_JARS_INSTALLED:-true}"
     fi
     for ((i = 1; i <= SUBSCRIBERS; i++)); do
         name="subscriber-$i"

@@ -122,6 +122,11 @@ class SubscriberSettings(ScdSettings):
     # Jars for Delta (and hadoop-aws for s3a:// stores); empty: Spark resolves them by Maven
     # coordinates. deploy/spark-jars.sh prefetches them for offline machines.
     spark_jars: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Every executor's host has the jars of spark_jars at the same paths (one image for the
+    # drivers and the executors, or one host): they go on the driver's and the executors' class
+    # paths instead of being copied by each driver to each of its executors (s3a's AWS SDK
+    # bundle alone is 558 MB: about 10 s per executor on an idle host, and that much disk).
+    spark_jars_installed: bool = False
     spark_shuffle_partitions: int = Field(default=2, ge=1)
     # Spark compiles Java for each new query plan and expression (whole-stage and expression
     # code generation, with Janino). The store's jobs are many and small (a commit of a few

@@ -165,10 +165,17 @@ def spark_config(
     paths = [settings.store_path] if stores is None else stores
     on_s3 = any(path.startswith("s3a://") for path in paths)
     if settings.spark_jars:
-        config["spark.jars"] = ",".join(settings.spark_jars)
         local_fs = [j for j in settings.spark_jars if Path(j).name.startswith(LOCAL_FS_JAR_PREFIX)]
-        if local_fs and settings.spark_master.startswith("local"):
-            config["spark.driver.extraClassPath"] = local_fs[0]
+        local = settings.spark_master.startswith("local")
+        if settings.spark_jars_installed:
+            class_path = ":".join(settings.spark_jars)
+            config["spark.driver.extraClassPath"] = class_path
+            config["spark.executor.extraClassPath"] = class_path
+        else:
+            config["spark.jars"] = ",".join(settings.spark_jars)
+            if local_fs and local:
+                config["spark.driver.extraClassPath"] = local_fs[0]
+        if local_fs and local:
             config.update(LOCAL_FS)
     else:
         config["spark.jars.packages"] = ",".join([DELTA_PACKAGE, *([S3A_PACKAGE] if on_s3 else [])])

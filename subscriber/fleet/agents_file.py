@@ -54,6 +54,7 @@ PROCESS_SETTINGS = frozenset(
         "http_port",
         "spark_master",
         "spark_jars",
+        "spark_jars_installed",
         "spark_shuffle_partitions",
         "spark_codegen",
         "spark_driver_memory",

@@ -291,6 +291,14 @@ class ComposeCluster:
     def start(self, service: str) -> None:
         self.compose("start", service)
 
+    def files(self, service: str, folder: str, name: str) -> list[str]:
+        """Paths of the files called ``name`` (a ``find -name`` pattern) under ``folder`` of the
+        service's container."""
+        found = _checked(
+            ["docker", "exec", self.container(service).id, "find", folder, "-name", name]
+        )
+        return found.split()
+
     def logs(self, service: str, lines: int = 60) -> str:
         done = _run(["bash", str(COMPOSE_SH), "logs", "--no-color", "--tail", str(lines), service])
         return f"--- last {lines} log lines of {service} ---\n{done.stdout}{done.stderr}"

@@ -40,6 +40,9 @@ MEDIA = "/job/media"
 # From the distribute answer to the Delta commit on every subscriber: seconds when idle; right
 # after `up` the stores still open (5 minutes seen with the machine's load average at 30).
 IMPORT_TIMEOUT_S = 600.0
+# The worker's --work-dir (deploy/docker-compose.yml): each executor's folder, where a driver's
+# shipped jars would be copied.
+SPARK_WORKER, SPARK_WORK_DIR = "spark-worker", "/tmp/spark-work"
 HTTP_TIMEOUT_S = 120.0
 
 
@@ -126,6 +129,9 @@ def test_cluster_distributes_byte_for_byte_and_keeps_its_data_across_down_up(
         assert not any(differences.values()), differences
         commits = _commits(ep)
         counts = {s: checks.check_each_offset_once(s, commits[s], last) for s in SUBSCRIBERS}
+        # The executors read the image's jars in place: no driver copied its jars to them.
+        copied = compose.files(SPARK_WORKER, SPARK_WORK_DIR, "*.jar")
+        assert not copied, f"jars copied to the executors: {copied}"
 
         console = httpx.get(f"{ep.publisher_url}/console", timeout=HTTP_TIMEOUT_S)
         assert console.status_code == 200, console.text[:200]

@@ -141,6 +141,13 @@ def test_cluster_up_distribute_status_down(
     # daemons', not their Spark JVMs', not the executors'.
     leaks = command_lines_holding(s3_service.secret_key, set(pids.values()))
     assert not leaks, f"the S3 secret key is on the command line of {leaks}"
+    if "--spark-standalone" in options:
+        # The worker is on this host: its executors read the drivers' jars in place, none is
+        # copied into an executor's folder (s3a's AWS bundle alone is 558 MB each).
+        executors = list((cluster.directory / "spark" / "work").glob("app-*/*"))
+        assert len(executors) >= SUBSCRIBERS, f"executors: {executors}"
+        copied = [jar.name for folder in executors for jar in folder.glob("*.jar")]
+        assert not copied, f"jars copied to the executors: {copied}"
 
     again = cluster.run("up", *options, timeout=UP_TIMEOUT_S)
     assert again.returncode == 0, again.stdout + again.stderr

@@ -116,6 +116,24 @@ def test_the_fork_free_local_filesystem_is_used_with_its_jar_and_a_local_master(
         assert not any(key.startswith("spark.hadoop.fs.") for key in config)
 
 
+def test_installed_jars_go_on_the_class_paths_instead_of_being_shipped() -> None:
+    """Executors that have the jars at the same paths read them there: the driver does not copy
+    them to each of its executors (spark.jars would)."""
+    jars = ["/opt/jars/delta-spark_2.13-4.0.1.jar", "/opt/jars/bundle-2.24.6.jar"]
+    shipped = spark_config(SubscriberSettings(spark_jars=jars, spark_master="spark://m:7077"))
+    assert shipped["spark.jars"] == ",".join(jars)
+    assert "spark.executor.extraClassPath" not in shipped
+    installed = spark_config(
+        SubscriberSettings(
+            spark_jars=jars, spark_master="spark://m:7077", spark_jars_installed=True
+        )
+    )
+    assert "spark.jars" not in installed
+    assert installed["spark.driver.extraClassPath"] == ":".join(jars)
+    assert installed["spark.executor.extraClassPath"] == ":".join(jars)
+    assert "spark.jars.packages" not in installed
+
+
 def test_the_s3_credentials_are_not_spark_settings() -> None:
     """pyspark hands Spark settings to spark-submit on its command line (readable by every
     local user): the credentials go into the running JVM's Hadoop configuration instead."""
