@@ -10,8 +10,11 @@ order and each checks the system's invariants on everything distributed so far:
    lost, the daemons recover by themselves;
 3. the S3 server is down for 30 s: spilled distributes get 503, subscribers retry the spilled
    packages already on the log and import them once S3 is back;
-4. SIGTERM and SIGKILL of the publisher and of every subscriber under load: no accepted package
-   lost, none applied twice (Delta history offset ranges contiguous), the store says its offset;
+4. SIGTERM of the publisher and of every subscriber under load: each exits 0, no accepted
+   package is lost, none applied twice (Delta history offset ranges contiguous), the store says
+   its offset (SIGKILL under load, of a subscriber in the middle of an import and of the
+   publisher, is the container tests' crash faults, tests/containers/test_faults.py, and at
+   random moments of a subscriber's life tests/subscriber/integration/test_crash.py);
 5. 100 subscribers (98 simulated through the journal, the 3 real ones): /queues stays correct
    through discovery and imports (its latency is reported; bench/subscriber_hundred.py measures it).
 
@@ -566,49 +569,41 @@ def test_s3_outage_refuses_spills_and_subscribers_retry_blobs(
     )
 
 
-# ---------------------------------------------------------------- 4. SIGTERM / SIGKILL
+# ---------------------------------------------------------------- 4. SIGTERM
 
 
 @pytest.mark.timeout(TEST_TIMEOUT_S)
-def test_sigterm_and_sigkill_of_every_daemon_under_load(
+def test_sigterm_of_every_daemon_under_load(
     run: Run, spark: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cluster = run.cluster
     cluster.ensure_running()
     started = time.monotonic()
-    exits: dict[str, list[int]] = {}
+    exits: dict[str, int] = {}
     names = sorted(cluster.subscribers)
     with Load(run, threads=2) as load:
-        for signum in (signal.SIGTERM, signal.SIGKILL):
-            load.wait_accepted(30, "before the signals")
-            # Staggered, while packages keep arriving and the subscribers keep committing.
-            for index, daemon in enumerate(
-                [cluster.subscribers[names[0]].process, cluster.publisher]
-                + [cluster.subscribers[n].process for n in names[1:]]
-            ):
-                time.sleep(1.0 + index * 0.7)
-                if signum == signal.SIGKILL:
-                    daemon.kill()
-                else:
-                    daemon.signal(signum)
-            code = cluster.publisher.wait(PUBLISHER_STOP_TIMEOUT_S)
-            exits.setdefault("publisher", []).append(code)
-            for name in names:
-                daemon = cluster.subscribers[name].process
-                exits.setdefault(name, []).append(daemon.wait(SUBSCRIBER_STOP_TIMEOUT_S))
-            cluster.ensure_running()
+        load.wait_accepted(30, "before the signals")
+        # Staggered, while packages keep arriving and the subscribers keep committing.
+        for index, daemon in enumerate(
+            [cluster.subscribers[names[0]].process, cluster.publisher]
+            + [cluster.subscribers[n].process for n in names[1:]]
+        ):
+            time.sleep(1.0 + index * 0.7)
+            daemon.signal(signal.SIGTERM)
+        exits["publisher"] = cluster.publisher.wait(PUBLISHER_STOP_TIMEOUT_S)
+        for name in names:
+            exits[name] = cluster.subscribers[name].process.wait(SUBSCRIBER_STOP_TIMEOUT_S)
+        cluster.ensure_running()
         load.wait_accepted(20, "after the restarts")
     outcomes = load.outcomes()
-    for name, codes in exits.items():
-        assert codes[0] == 0, f"{name} exited with {codes[0]} after SIGTERM"
-        # The shell's exit status of a process killed by signal N: 128 + N.
-        assert codes[1] == 128 + signal.SIGKILL, f"{name}: {codes[1]} after SIGKILL"
+    for name, code in exits.items():
+        assert code == 0, f"{name} exited with {code} after SIGTERM"
     last, commits = check_all(run, spark)
     unanswered = [o for o in outcomes if o.status is None]
     on_log = {p.seq for p in cluster.packages()}
     summary(
         capsys,
-        f"SIGTERM+SIGKILL of the publisher and the 3 subscribers under load: "
+        f"SIGTERM of the publisher and the 3 subscribers under load: "
         f"{len(outcomes)} requests ({status_counts(outcomes)}; "
         f"{sum(1 for o in unanswered if o.seq in on_log)} unanswered ones reached the log), "
         f"exit codes {exits}; after restart all accepted packages imported once each up to "
