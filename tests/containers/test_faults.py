@@ -41,6 +41,7 @@ from tests.containers.driving import (
 )
 from tests.e2e.cluster import Outcome
 from tests.e2e.workload import SEQ_KEY, ContentModel, Workload, content_differences, stored_summary
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.containers, pytest.mark.slow]
 
@@ -242,8 +243,12 @@ def test_crash_of_a_subscriber_during_an_import(
     compose, victim = run.compose, SUBSCRIBERS[2]
     before = starts(compose)
     with HealthWatch(compose) as watch, Load(run.distributor):
-        first = compose.processed_offset(victim)
-        assert first is not None
+        # Alone (the module's first test) the subscriber may not have imported yet.
+        wait_for(
+            lambda: compose.processed_offset(victim) is not None,
+            RECOVERY_TIMEOUT_S,
+            f"{victim} to import",
+        )
 
         # Killed while packages are on the log but not yet committed: a second after a burst
         # the import loop has fetched them and runs the Spark job. (The state RUNNING is no
