@@ -51,9 +51,9 @@ set -euo pipefail
 # shellcheck source=deploy/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-PYTHON="$SCD_REPO_DIR/.venv/bin/python"
+PYTHON="$VENV/bin/python"
 # The daemons run as the installed command line, the one entry point of each.
-SCD="$SCD_REPO_DIR/.venv/bin/scd"
+SCD="$VENV/bin/scd"
 SUBSCRIBERS="${SCD_CLUSTER_SUBSCRIBERS:-3}"
 CLUSTER_DIR="${SCD_CLUSTER_DIR:-$SCD_HOME/cluster}"
 LOG_DIR="${SCD_CLUSTER_LOG_DIR:-$SCD_HOME/logs/cluster}"
@@ -280,7 +280,7 @@ start_spark() {
         # One core per application: the first subscriber would otherwise take every core of
         # the worker and the others would wait forever.
         SPARK_MASTER_OPTS="-Dspark.deploy.defaultCores=1" \
-            launch spark-master "$SPARK_PORT" "$SCD_REPO_DIR/.venv/bin/spark-class" \
+            launch spark-master "$SPARK_PORT" "$VENV/bin/spark-class" \
             org.apache.spark.deploy.master.Master --host 127.0.0.1 --port "$SPARK_PORT" \
             --webui-port "$SPARK_UI_PORT"
     fi
@@ -289,7 +289,7 @@ start_spark() {
     if ! running spark-worker; then
         mkdir -p "$CLUSTER_DIR/spark/work"
         SPARK_WORKER_OPTS="-Dspark.worker.cleanup.enabled=true" \
-            launch spark-worker "$SPARK_WORKER_UI_PORT" "$SCD_REPO_DIR/.venv/bin/spark-class" \
+            launch spark-worker "$SPARK_WORKER_UI_PORT" "$VENV/bin/spark-class" \
             org.apache.spark.deploy.worker.Worker --host 127.0.0.1 \
             --cores "$CONF_SUBSCRIBERS" --memory "$((CONF_SUBSCRIBERS * SPARK_EXECUTOR_MEMORY_GB))g" \
             --work-dir "$CLUSTER_DIR/spark/work" --webui-port "$SPARK_WORKER_UI_PORT" \

@@ -7,6 +7,9 @@ SCD_HOME="${SCD_HOME:-${HOME:?set HOME or SCD_HOME}/.scd}"
 SCD_DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SCD_REPO_DIR="$(cd "$SCD_DEPLOY_DIR/.." && pwd)"
 export SCD_HOME
+# The virtualenv of scd's scripts: .venv in the checkout, or SCD_VENV (CI keeps one outside its
+# fresh clones, see .ci/run).
+VENV="${SCD_VENV:-$SCD_REPO_DIR/.venv}"
 
 # Where the native servers listen and how the S3 one is reached (each can be overridden by the
 # SCD_* variable of that name, documented in kafka.sh and s3.sh).
@@ -300,11 +303,11 @@ scd_service_main() {
     esac
 }
 
-# scd_ensure_venv: .venv with Python 3.11 and scd installed with its test extras; creates it
-# when missing and reinstalls only after pyproject.toml changed. Sets VENV.
+# scd_ensure_venv: $VENV with Python 3.11 and scd installed (editable, from this checkout) with
+# its test extras; creates it when missing and reinstalls only after pyproject.toml changed or
+# when it was installed from another checkout.
 scd_ensure_venv() {
     PYTHON="${SCD_PYTHON:-python3.11}"
-    VENV="$SCD_REPO_DIR/.venv"
     STAMP="$VENV/.scd-installed"
 
     if [[ ! -x "$VENV/bin/python" ]]; then
@@ -316,7 +319,7 @@ scd_ensure_venv() {
         || scd_die "$VENV is not a Python 3.11 environment; remove it and run again"
 
     local fingerprint started
-    fingerprint="$(sha256sum "$SCD_REPO_DIR/pyproject.toml" | cut -c1-16)"
+    fingerprint="$(sha256sum "$SCD_REPO_DIR/pyproject.toml" | cut -c1-16) $SCD_REPO_DIR"
     if [[ ! -f "$STAMP" || "$(<"$STAMP")" != "$fingerprint" ]]; then
         started="$(scd_now)"
         scd_log "installing scd and its test dependencies into $VENV"

@@ -16,6 +16,7 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,6 +173,8 @@ class ClusterScript:
                     for kind, topic in services.unique_topics(name).items()
                 },
                 "SCD_HOME": str(home / "home"),
+                # The daemons run from the tests' own virtualenv (.venv or SCD_VENV).
+                "SCD_VENV": sys.prefix,
                 "SCD_CLUSTER_DIR": str(home / "cluster"),
                 "SCD_CLUSTER_LOG_DIR": str(home / "logs"),
                 "SCD_CLUSTER_SUBSCRIBERS": str(subscribers),

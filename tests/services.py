@@ -646,7 +646,7 @@ def spark_class_archive() -> Path | None:
 
 
 def _remove_orphaned_class_archives(folder: Path) -> None:
-    """Archives of Spark installs that are gone (each clone's .venv is one; CI clones afresh),
+    """Archives of Spark installs that are gone (each virtualenv is one),
     about 190 MB each."""
     from subscriber.spark import class_archive_fingerprint_file, read_class_archive_fingerprint
 

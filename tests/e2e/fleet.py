@@ -48,7 +48,6 @@ from tests.e2e.cluster import TOKEN, Cluster, Outcome
 from tests.e2e.workload import ContentModel, Workload, content_differences, stored_summary
 from tests.services import KafkaService, S3Service
 
-REPO_DIR = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -124,7 +123,7 @@ class Daemon:
         }
         with log_path.open("wb") as out:
             proc = subprocess.Popen(
-                [str(REPO_DIR / ".venv" / "bin" / "scd"), "subscriber"],
+                [str(Path(sys.executable).with_name("scd")), "subscriber"],
                 env=environment,
                 cwd=directory,
                 stdin=subprocess.DEVNULL,
