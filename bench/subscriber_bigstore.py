@@ -55,6 +55,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -465,14 +466,73 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)]
 
 
+# The store's maintenance steps whose runs the paced timeline records.
+TIMED_STEPS = ("purge", "fold", "checkpoint", "compact", "vacuum", "set_retention")
+
+
+class StepClock:
+    """The intervals (start, end) of each maintenance step the store ran, per step, by
+    wrapping the store's methods: what a slow package's commit ran beside."""
+
+    def __init__(self, store: DeltaStore) -> None:
+        self.runs: dict[str, list[tuple[float, float]]] = {}
+        self._lock = threading.Lock()
+        for name in TIMED_STEPS:
+            method = getattr(store, name, None)
+            if method is not None:
+                setattr(store, name, self._timed(name, method))
+
+    def _timed(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.runs.setdefault(name, []).append((started, time.perf_counter()))
+
+        return timed
+
+    def beside(self, start: float, end: float) -> list[str]:
+        """The steps that ran at some moment of [start, end]."""
+        with self._lock:
+            return sorted(
+                name
+                for name, runs in self.runs.items()
+                if any(a <= end and b >= start for a, b in runs)
+            )
+
+
+def slow_packages(
+    packages: list[tuple[float, float]], clock: StepClock | None, p50_s: float
+) -> dict[str, Any]:
+    """The packages slower than twice the median (``packages``: when each fell due, when its
+    commit ended), by the steps that ran while they waited; and the p99 of those beside none."""
+    by_steps: dict[str, int] = {}
+    clear: list[float] = []
+    for due, ended in packages:
+        steps = clock.beside(due, ended) if clock is not None else []
+        if not steps:
+            clear.append(ended - due)
+        if ended - due > 2 * p50_s:
+            key = "+".join(steps) or "none"
+            by_steps[key] = by_steps.get(key, 0) + 1
+    return {
+        "over_2x_p50_by_steps_beside": dict(sorted(by_steps.items(), key=lambda kv: -kv[1])),
+        "p99_s_beside_no_step": round(percentile(clear, 0.99), 3) if clear else None,
+        "packages_beside_no_step": len(clear),
+    }
+
+
 def paced_loop(
     store: DeltaStore, maintenance: Any, args: argparse.Namespace, offset: int, pages: int
-) -> tuple[list[float], int]:
+) -> tuple[list[tuple[float, float]], int]:
     """Packages falling due at ``args.rate`` for ``args.seconds``, committed as the import
-    loop would; the latency of each, and how many maintenance steps failed in this thread."""
+    loop would; when each fell due and when its commit ended, and how many maintenance steps
+    failed in this thread."""
     rng = random.Random(args.seed)
     fresh = iter(range(10 * offset, 20 * offset))
-    latencies: list[float] = []
+    packages: list[tuple[float, float]] = []
     failures = 0
     # After each commit: what the import loop starts then (this tree: only steps of the
     # maintenance thread), or, for a tree without that, a step as between two batches.
@@ -511,12 +571,12 @@ def paced_loop(
             offset += 1
         timed_commit(store, units)
         ended = time.perf_counter()
-        latencies.extend(ended - due_at[i] for i in due)
+        packages.extend((due_at[i], ended) for i in due)
         done = due[-1] + 1
         if maintenance is not None and between is not None:
             maintenance.commits_since_purge += 1
             failures += maintain(between)
-    return latencies, failures
+    return packages, failures
 
 
 @contextlib.contextmanager
@@ -556,7 +616,9 @@ def paced_run(args: argparse.Namespace) -> dict[str, Any]:
     with warm_copy(spark, args) as (store, offset):
         pages = args.pages
         maintenance = None
+        clock = None
         if args.variant != "without":
+            clock = StepClock(store)
             policy = MaintenancePolicy(
                 retention_s=args.retention_s,
                 log_retention_s=3600.0,
@@ -567,8 +629,9 @@ def paced_run(args: argparse.Namespace) -> dict[str, Any]:
             maintenance = Maintenance("bench", store, policy)
         count = int(args.rate * args.seconds)
         started = time.perf_counter()
-        latencies, failures = paced_loop(store, maintenance, args, offset, pages)
+        packages, failures = paced_loop(store, maintenance, args, offset, pages)
         elapsed = time.perf_counter() - started
+        latencies = [ended - due for due, ended in packages]
         reports: list[dict[str, Any]] = []
         if maintenance is not None:
             maintenance.wait(600)
@@ -587,6 +650,7 @@ def paced_run(args: argparse.Namespace) -> dict[str, Any]:
         "p99_s": round(percentile(latencies, 0.99), 3),
         "max_s": round(max(latencies), 3),
         "maintenance_steps": {k: {"runs": len(v), "seconds": v} for k, v in steps.items()},
+        "slow": slow_packages(packages, clock, statistics.median(latencies)),
         "maintenance_failures": failures,
         "files_after": files,
     }
@@ -600,6 +664,8 @@ def paced(args: argparse.Namespace) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     # A tree before the fold worker has no with-worker variant.
     variants = {t: PACED_VARIANTS if t == "after" else PACED_VARIANTS[:2] for t in trees}
+    if args.variants:
+        variants = {t: ("without", *args.variants.split(",")) for t in trees}
     order = [(tree, variant) for tree in trees for variant in variants[tree]]
     for r in range(args.runs):
         for tree, variant in order if r % 2 == 0 else order[::-1]:
@@ -613,6 +679,8 @@ def paced(args: argparse.Namespace) -> dict[str, Any]:
             out = subprocess.run(
                 command,
                 env={**os.environ, "PYTHONPATH": trees[tree], "SCD_BENCH_TREE": trees[tree]},
+                # In the tree: a fold worker (python -c) finds its modules first in its cwd.
+                cwd=trees[tree],
                 check=True,
                 stdout=subprocess.PIPE,
                 text=True,
@@ -741,6 +809,12 @@ def main() -> None:
         if name == "paced":
             pac.add_argument("--before", default=None, help="source tree to compare with")
             pac.add_argument("--runs", type=int, default=1)
+            pac.add_argument(
+                "--variants",
+                default=None,
+                help="those run for every tree beside 'without' (say, with-worker); default: "
+                "with and with-worker, and only with for --before (a tree without the worker)",
+            )
         else:
             pac.add_argument("--variant", choices=PACED_VARIANTS, required=True)
             pac.add_argument("--seed", type=int, default=0)

@@ -146,9 +146,10 @@ class SubscriberSettings(ScdSettings):
     # How many of the daemon's agents open or commit their stores at once (None: one per CPU
     # core); the others wait, agents not ready yet first (subscriber.fleet.commit_slots).
     concurrent_commits: int | None = Field(default=None, ge=1, le=1024)
-    # Folds computed by a process of the daemon's own at the lowest CPU priority
-    # (subscriber.store.fold_worker), so that a fold does not slow the imports: its own local
-    # Spark JVM, started by a fold and ended 2 minutes after the last (about 1 GiB meanwhile).
+    # Folds computed, and checkpoints written, by a process of the daemon's own at the lowest
+    # CPU priority (subscriber.store.fold_worker), so that they do not slow the imports: its own
+    # local Spark JVM, started by a step and ended 2 minutes after the last (about 1 GiB
+    # meanwhile).
     # With a Spark cluster (spark_master not local) the fold's tasks run on its executors and
     # there is no worker.
     fold_worker: bool = True

@@ -149,6 +149,19 @@ def set_retention(spark: Any, location: str, retention_s: float, log_retention_s
     return True
 
 
+def checkpoint(spark: Any, location: str) -> None:
+    """Write a Delta checkpoint of the table's latest version (readers, and commits that
+    replace rows, then replay the log from there), then delete the log entries past the log
+    retention (``clean_log``). Any process may: a checkpoint is the state of a version that
+    is already committed, and two of one version hold the same. Delta has no public API for it;
+    this calls delta-spark 4.0's DeltaLog through the JVM gateway. The latest version, not the
+    one this JVM last saw (a fold worker's is behind the store's commits)."""
+    jvm = spark.sparkContext._jvm
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location)
+    delta_log.checkpoint(snapshot(spark, location), jvm.scala.Option.empty())
+    clean_log(spark, location)
+
+
 def clean_log(spark: Any, location: str) -> None:
     """Delete log entries older than the table's log retention, rounded down to the minute.
     Delta's own cleanup (when it writes a checkpoint) rounds down to the day: it keeps up to a

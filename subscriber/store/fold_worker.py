@@ -1,5 +1,6 @@
 """A fold worker: a process of its own, at the lowest CPU priority, that computes the stores'
-folds (subscriber.store.folding.plan) so that the imports keep the cores.
+folds (subscriber.store.folding.plan) and writes their checkpoints
+(subscriber.store.delta_maintenance.checkpoint), so that the imports keep the cores.
 
 On one machine a fold's work (it reads, joins and rewrites files: seconds to minutes of one
 core) and the imports share the CPU, whatever Spark's scheduler pools say: with a fold running,
@@ -9,14 +10,16 @@ threads get none without root, and Spark's task threads serve imports and folds 
 process can: this one runs at nice 19, so the kernel gives the imports' process the CPU first
 (an import's p50 rose 52% beside a busy process at nice 0, 14% beside one at nice 19). It
 writes the fold's files and hands back the actions (a FoldPlan); the store commits them under
-its lock, as the table's one writer (on S3, Delta's log must be written by one process).
+its lock, as the table's one writer (on S3, Delta's log must be written by one process). A
+checkpoint commits nothing: the worker writes it whole (the state of a committed version), and
+the store's next read of its log starts there.
 
 The worker is a child of the subscriber's process with a local Spark session (``local[1]``)
 made from the store's session's settings, sent on its standard input; the S3 credentials come
 with them and go into its JVM's Hadoop configuration, never on a command line (neither its own
-nor its JVM's: subscriber.spark.s3a_credentials). It serves one fold at a time, and exits at
-the end of its input: when the subscriber stops or dies. A worker that dies, hangs past the fold's
-timeout or answers nonsense is stopped; the fold fails (a transient error: the next one starts
+nor its JVM's: subscriber.spark.s3a_credentials). It runs one step at a time, and exits at
+the end of its input: when the subscriber stops or dies. A worker that dies, hangs past the
+timeout or answers nonsense is stopped; the step fails (a transient error: the next one starts
 a new worker).
 """
 
@@ -51,6 +54,8 @@ DEFAULT_IDLE_S = 120.0
 # Bounds on one line of the protocol: a plan lists a fold's files (hundreds of actions of
 # about 1 KiB each on the million-node store).
 MAX_LINE_BYTES = 64 << 20
+# The steps it runs.
+FOLD, CHECKPOINT = "fold", "checkpoint"
 # What the reader hands on for a line past the bound (not a line the worker can write).
 OVERSIZED = b"\x00"
 # The store's session's settings that are its process's own, not the worker's.
@@ -129,15 +134,42 @@ class FoldWorker:
 
     def plan(self, location: str, max_scopes: int) -> FoldPlan:
         """The fold of the store at ``location``, computed by the worker."""
-        with self._lock:
-            try:
-                return self._plan(location, max_scopes)
-            except _IdleExit:  # it left as the request went out: a new one takes it
-                return self._plan(location, max_scopes)
+        reply = self._asked({"op": FOLD, "location": location, "max_scopes": max_scopes})
+        try:
+            return FoldPlan.from_dict(reply.get("plan"))
+        except ValueError as exc:
+            self._stop()
+            raise FoldWorkerError(f"the fold worker answered nonsense: {exc}") from None
 
-    def _plan(self, location: str, max_scopes: int) -> FoldPlan:
+    def checkpoint(self, location: str) -> bool:
+        """A checkpoint of the store at ``location`` (delta_maintenance.checkpoint), written by
+        the worker; False, and nothing written, when the worker is busy with another step (a
+        checkpoint is short and due every few commits: it need not queue behind a fold)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            reply = self._retried({"op": CHECKPOINT, "location": location})
+        finally:
+            self._lock.release()
+        if reply.get("done") is not True:
+            self._stop()
+            raise FoldWorkerError(f"the fold worker answered nonsense: {reply!r:.200}")
+        return True
+
+    def _asked(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The worker's reply to ``request``, one request at a time."""
+        with self._lock:
+            return self._retried(request)
+
+    def _retried(self, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._ask(request)
+        except _IdleExit:  # it left as the request went out: a new one takes it
+            return self._ask(request)
+
+    def _ask(self, question: dict[str, Any]) -> dict[str, Any]:
         process = self._started()
-        request = json.dumps({"location": location, "max_scopes": max_scopes})
+        request = json.dumps(question)
         try:
             assert process.stdin is not None
             process.stdin.write(request.encode() + b"\n")
@@ -160,19 +192,19 @@ class FoldWorker:
             raise FoldWorkerError(f"the fold worker exited ({code})")
         return self._answer(line)
 
-    def _answer(self, line: bytes) -> FoldPlan:
+    def _answer(self, line: bytes) -> dict[str, Any]:
         try:
             reply = json.loads(line)
             if not isinstance(reply, dict):
                 raise ValueError("not an object")
-            if "error" in reply:
-                if reply.get("conflict") is True:
-                    raise FoldConflict(str(reply["error"]))
-                raise FoldWorkerError(f"the fold failed in the worker: {reply['error']}")
-            return FoldPlan.from_dict(reply.get("plan"))
         except ValueError as exc:
             self._stop()
             raise FoldWorkerError(f"the fold worker answered nonsense: {exc}") from None
+        if "error" in reply:
+            if reply.get("conflict") is True:
+                raise FoldConflict(str(reply["error"]))
+            raise FoldWorkerError(f"the step failed in the fold worker: {reply['error']}")
+        return reply
 
     def __enter__(self) -> FoldWorker:
         return self
@@ -245,7 +277,7 @@ def _read_lines(stream: IO[bytes], replies: queue.Queue[bytes]) -> None:
 def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     """The worker: its Spark settings on the first line, then one fold per line.
     ``requests`` is unbuffered (see ``_ready``)."""
-    from subscriber.store import folding
+    from subscriber.store import delta_maintenance, folding
     from subscriber.store.delta_maintenance import active_session
 
     first = requests.readline(MAX_LINE_BYTES)
@@ -255,15 +287,23 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     spark = _session(settings["spark"], settings["hadoop"])
     idle_s = float(settings["idle_s"])
     while _ready(requests, idle_s) and (line := requests.readline(MAX_LINE_BYTES)):
+        reply: dict[str, Any]
         try:
             request = json.loads(line)
+            location = str(request["location"])
             with active_session(spark):
-                plan = folding.plan(spark, str(request["location"]), int(request["max_scopes"]))
-            reply: dict[str, Any] = {"plan": dataclasses.asdict(plan)}
+                if request["op"] == FOLD:
+                    plan = folding.plan(spark, location, int(request["max_scopes"]))
+                    reply = {"plan": dataclasses.asdict(plan)}
+                elif request["op"] == CHECKPOINT:
+                    delta_maintenance.checkpoint(spark, location)
+                    reply = {"done": True}
+                else:
+                    reply = {"error": f"no such step: {request['op']!r:.100}"}
         except FoldConflict as exc:
             reply = {"error": str(exc), "conflict": True}
-        except Exception as exc:  # the fold failed: the store's maintenance step says so
-            log.exception("fold failed")
+        except Exception as exc:  # the step failed: the store's maintenance step says so
+            log.exception("maintenance step failed")
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         replies.write(json.dumps(reply).encode() + b"\n")
         replies.flush()

@@ -12,8 +12,7 @@ from journal.wire import messages as m
 from subscriber.agent import IDLE_CHECKPOINT_COMMITS, SubscriberAgent
 from subscriber.hooks import ImportResult
 from subscriber.hooks.invalidation import InvalidationHook
-from subscriber.store import current_tree
-from subscriber.store import delta as store_module
+from subscriber.store import current_tree, delta_maintenance
 from subscriber.store.delta import DeltaStore
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
@@ -336,7 +335,7 @@ def test_the_agent_checkpoints_its_store_and_survives_a_failed_checkpoint(
     def broken(_spark: Any, _location: str) -> None:
         raise RuntimeError("checkpoint went wrong")
 
-    monkeypatch.setattr(store_module, "_write_checkpoint", broken)
+    monkeypatch.setattr(delta_maintenance, "checkpoint", broken)
     maintenance = agent.bookkeeping.maintenance
     h.drive(agent, lambda: agent.processed_offset == offsets[-1])
     assert agent.counters.commits == IDLE_CHECKPOINT_COMMITS

@@ -17,6 +17,7 @@ import pytest
 
 from subscriber.maintenance import Maintenance, MaintenancePolicy
 from subscriber.spark import SECRET_KEY
+from subscriber.store import delta_maintenance
 from subscriber.store.delta import DeltaStore
 from subscriber.store.fold_worker import FoldWorker
 from subscriber.store.rows import StoredNode
@@ -209,12 +210,16 @@ def fold_worker(spark: Any) -> Iterator[FoldWorker]:
 
 @pytest.mark.parametrize("computed_by", ["store", "worker"])
 def test_a_fold_beside_imports_lands_and_never_fails_one(
-    spark: Any, tmp_path: Path, request: pytest.FixtureRequest, computed_by: str
+    spark: Any,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    computed_by: str,
 ) -> None:
     """A fold runs in a thread while packages are imported one commit at a time: imports
     committed after the version it read neither fail nor make it fail, and the store holds the
     same tree as one that was never folded. The fold worker computes it at nice 19, its Spark
-    JVM too."""
+    JVM too, and writes the store's checkpoints."""
     location, unfolded = str(tmp_path / "store"), str(tmp_path / "unfolded")
     worker = request.getfixturevalue("fold_worker") if computed_by == "worker" else None
     store, reference = DeltaStore(spark, location, worker), DeltaStore(spark, unfolded)
@@ -246,6 +251,16 @@ def test_a_fold_beside_imports_lands_and_never_fails_one(
         assert [_nice(pid) for pid in processes] == [19, 19]
         for pid in processes:
             assert SECRET_MARKER.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+
+        def in_this_process(*_: object) -> None:
+            raise AssertionError("the checkpoint was written in the store's process")
+
+        monkeypatch.setattr(delta_maintenance, "checkpoint", in_this_process)
+        store.checkpoint()
+        log_dir = Path(location, "_delta_log")
+        latest = max(int(p.stem) for p in log_dir.glob("*.json"))
+        assert json.loads((log_dir / "_last_checkpoint").read_text())["version"] == latest
+        assert (log_dir / f"{latest:020d}.checkpoint.parquet").is_file()
     import_one_at_a_time(reference, 24, offset - 24)
     actions = commit_actions(location, "DELETE")
     info = next(a["commitInfo"] for a in actions if "commitInfo" in a)

@@ -26,6 +26,7 @@ from subscriber.store.fold_worker import (
     FoldWorkerError,
 )
 from subscriber.store.folding import FoldConflict, FoldPlan
+from tests.waiting import wait_for
 
 PLAN = FoldPlan(7, 10, 3, 1, ("part-a.parquet",), ('{"add": {}}', '{"remove": {}}'))
 PLAN_FIELDS = json.loads(json.dumps(dataclasses.asdict(PLAN)))  # the plan as it crosses
@@ -39,6 +40,8 @@ for line in sys.stdin:
     sys.stdout.write({answer!r} + "\\n")
     sys.stdout.flush()
 """
+# A worker that reads its settings and a request, and never answers.
+HANGING = "import sys, time\nsys.stdin.readline()\nsys.stdin.readline()\ntime.sleep(600)\n"
 
 
 def worker(script: str, timeout_s: float = 30.0) -> FoldWorker:
@@ -56,6 +59,32 @@ def test_a_plan_crosses_as_json_and_back() -> None:
     with answering(json.dumps({"plan": PLAN_FIELDS})) as client:
         assert client.plan("/store", 100) == PLAN
         assert client.plan("/store", 100) == PLAN  # the same worker, one fold at a time
+
+
+def _failed_fold(client: FoldWorker) -> None:
+    with contextlib.suppress(FoldWorkerError):
+        client.plan("/store", 100)
+
+
+def test_a_checkpoint_is_done_only_when_the_worker_says_so() -> None:
+    with answering(json.dumps({"done": True})) as client:
+        assert client.checkpoint("/store")
+        pid = client.pid
+        assert client.checkpoint("/store")
+        assert client.pid == pid  # the same worker
+    for answer in ('{"plan": {}}', '{"done": "yes"}', "{}"):
+        with answering(answer) as client, pytest.raises(FoldWorkerError, match="nonsense"):
+            client.checkpoint("/store")
+        assert client.pid is None  # stopped: the next step starts another
+    with worker(HANGING) as busy:
+        folding = threading.Thread(target=lambda: _failed_fold(busy), daemon=True)
+        folding.start()
+        wait_for(lambda: busy.pid is not None, 30, "the worker's start")
+        assert not busy.checkpoint("/store")  # busy with a fold: the store writes it itself
+    with answering('{"error": "disk full"}') as client:
+        with pytest.raises(FoldWorkerError, match="failed in the fold worker: disk full") as err:
+            client.checkpoint("/store")
+        assert err.value.retriable
 
 
 @pytest.mark.parametrize(
@@ -95,7 +124,7 @@ sys.stdin.readline()
         ("not json", "answered nonsense", FoldWorkerError),
         ('"a string"', "answered nonsense", FoldWorkerError),
         ('{"plan": {"version": 1}}', "answered nonsense", FoldWorkerError),
-        ('{"error": "boom"}', "failed in the worker: boom", FoldWorkerError),
+        ('{"error": "boom"}', "failed in the fold worker: boom", FoldWorkerError),
         ('{"error": "version 9 removed x", "conflict": true}', "version 9 removed x", FoldConflict),
     ],
 )
@@ -140,8 +169,7 @@ def test_a_worker_that_exits_fails_the_fold_and_the_next_fold_starts_another(
 
 
 def test_a_worker_that_hangs_is_stopped_after_the_timeout() -> None:
-    script = "import sys, time\nsys.stdin.readline()\nsys.stdin.readline()\ntime.sleep(600)\n"
-    with worker(script, timeout_s=1.0) as client:
+    with worker(HANGING, timeout_s=1.0) as client:
         started = time.monotonic()
         with pytest.raises(FoldWorkerError, match="did not answer within 1 s"):
             client.plan("/store", 100)
@@ -179,6 +207,8 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
     monkeypatch.setattr(fold_worker, "_session", lambda *_: object())
     monkeypatch.setattr(folding, "plan", lambda *_: PLAN)
     monkeypatch.setattr(delta_maintenance, "active_session", contextlib.nullcontext)
+    checkpointed: list[str] = []
+    monkeypatch.setattr(delta_maintenance, "checkpoint", lambda _, at: checkpointed.append(at))
     requests_in, requests_out = os.pipe()
     replies_in, replies_out = os.pipe()
     with (
@@ -188,12 +218,20 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
         os.fdopen(replies_in, "rb") as answers,
     ):
         ask.write(json.dumps({"spark": {}, "hadoop": {}, "idle_s": 1.0}).encode() + b"\n")
-        ask.write(json.dumps({"location": "/store", "max_scopes": 5}).encode() + b"\n")
+        for request in (
+            {"op": "fold", "location": "/store", "max_scopes": 5},
+            {"op": "checkpoint", "location": "/store"},
+            {"op": "vacuum", "location": "/store"},
+        ):
+            ask.write(json.dumps(request).encode() + b"\n")
         ask.flush()
         serving = threading.Thread(target=fold_worker.serve, args=(requests, replies))
         started = time.monotonic()
         serving.start()
         assert json.loads(answers.readline()) == {"plan": PLAN_FIELDS}
+        assert json.loads(answers.readline()) == {"done": True}
+        assert checkpointed == ["/store"]
+        assert json.loads(answers.readline()) == {"error": "no such step: 'vacuum'"}
         serving.join(10)
         assert not serving.is_alive(), "the idle worker did not exit"
         assert 1.0 <= time.monotonic() - started < 10
