@@ -10,6 +10,7 @@ just before the package is sent). For scd the commit is the agent's ``DeltaStore
 
 from __future__ import annotations
 
+import contextlib
 import cProfile
 import statistics
 import time
@@ -26,6 +27,7 @@ from journal.api import Journal
 from journal.content.package import Node
 from journal.settings import JournalSettings
 from subscriber.agent import SubscriberAgent
+from subscriber.daemon import fold_worker_of
 from subscriber.settings import SubscriberSettings
 from subscriber.store.changes import ChangeSet
 from subscriber.store.delta import DeltaStore
@@ -196,7 +198,10 @@ def run_variant(
     topic = journal_settings.topics.package
     measured, ready_at = preload(journal, topic, variant, adds, updates)
     commits = CommitLog()
-    agent = SubscriberAgent(settings, journal, DeltaStore(spark, settings.store_path))
+    stack = contextlib.ExitStack()
+    # The store as the daemon makes it: with its fold worker (folds and checkpoints).
+    worker = fold_worker_of(settings, spark, stack)
+    agent = SubscriberAgent(settings, journal, DeltaStore(spark, settings.store_path, worker))
     commits.wrap(agent)
     if profiler is not None:
         profiled_run(agent, profiler)
@@ -217,6 +222,7 @@ def run_variant(
         )
     finally:
         agent.stop()
+        stack.close()
     result = summarize(
         f"scd/{variant}",
         created,

@@ -111,7 +111,7 @@ def run(settings: SubscriberSettings) -> int:
             blobs = stack.enter_context(open_blob_store(settings.blobstore))
 
         slots = CommitSlots(settings.concurrent_commits or os.cpu_count() or 1)
-        fold_worker = _fold_worker(settings, spark, stack)
+        fold_worker = fold_worker_of(settings, spark, stack)
 
         def make_agent(one: SubscriberSettings, start: int) -> SubscriberAgent:
             return SubscriberAgent(
@@ -148,8 +148,9 @@ def run(settings: SubscriberSettings) -> int:
     return 0
 
 
-def _fold_worker(settings: SubscriberSettings, spark: Any, stack: ExitStack) -> FoldWorker | None:
-    """The process that computes the agents' folds at a low priority, with a local master."""
+def fold_worker_of(settings: SubscriberSettings, spark: Any, stack: ExitStack) -> FoldWorker | None:
+    """The process that runs the agents' folds and checkpoints at a low priority, with a local
+    master (none otherwise); ``stack`` stops it."""
     if not settings.fold_worker or not settings.spark_master.startswith("local"):
         return None
     worker = FoldWorker.of(spark)
