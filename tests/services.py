@@ -597,21 +597,25 @@ def local_spark() -> Iterator[Any]:
         spark.stop()
 
 
+def s3a_settings(s3: S3Service) -> dict[str, str]:
+    """The Hadoop settings of an s3a:// filesystem on ``s3``, its credentials with them."""
+    from subscriber.spark import ACCESS_KEY, SECRET_KEY
+
+    return {
+        "fs.s3a.endpoint": s3.endpoint_url,
+        "fs.s3a.endpoint.region": s3.region,
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.connection.ssl.enabled": str(s3.endpoint_url.startswith("https")).lower(),
+        ACCESS_KEY: s3.access_key,
+        SECRET_KEY: s3.secret_key,
+    }
+
+
 def use_s3(spark: Any, s3: S3Service) -> None:
     """Point the session's s3a:// filesystem at ``s3`` (for buckets opened from now on)."""
-    from subscriber.spark import ACCESS_KEY, SECRET_KEY, set_hadoop
+    from subscriber.spark import set_hadoop
 
-    set_hadoop(
-        spark,
-        {
-            "fs.s3a.endpoint": s3.endpoint_url,
-            "fs.s3a.endpoint.region": s3.region,
-            "fs.s3a.path.style.access": "true",
-            "fs.s3a.connection.ssl.enabled": str(s3.endpoint_url.startswith("https")).lower(),
-            ACCESS_KEY: s3.access_key,
-            SECRET_KEY: s3.secret_key,
-        },
-    )
+    set_hadoop(spark, s3a_settings(s3))
 
 
 def spark_class_archive() -> Path | None:

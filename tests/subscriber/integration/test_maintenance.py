@@ -13,14 +13,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 from subscriber.maintenance import Maintenance, MaintenancePolicy
-from subscriber.spark import SECRET_KEY
+from subscriber.spark import ACCESS_KEY, SECRET_KEY
 from subscriber.store import delta_maintenance
 from subscriber.store.delta import DeltaStore
 from subscriber.store.fold_worker import FoldWorker
 from subscriber.store.rows import StoredNode
+from tests import services
+from tests.services import S3Service
 from tests.subscriber.harness import committed_offsets
 from tests.subscriber.packages import add, delete, new_change_set, node
 
@@ -296,3 +299,57 @@ def _children(pid: int) -> list[int]:
         if parent == pid:
             found.append(int(stat.parent.name))
     return found
+
+
+@pytest.mark.slow
+def test_the_fold_worker_folds_and_checkpoints_a_store_on_s3(
+    spark: Any, s3_service: S3Service, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On s3a:// the worker reaches the store with the credentials of the store's session (sent
+    on its input): the store commits the fold it computed, and it writes the checkpoint."""
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=s3_service.endpoint_url,
+        aws_access_key_id=s3_service.access_key,
+        aws_secret_access_key=s3_service.secret_key,
+        region_name=s3_service.region,
+    )
+    s3.create_bucket(Bucket=unique_name)
+    services.use_s3(spark, s3_service)
+    location = f"s3a://{unique_name}/store"
+
+    def in_this_process(*_: object) -> None:
+        raise AssertionError("the checkpoint was written in the store's process")
+
+    monkeypatch.setattr(delta_maintenance, "checkpoint", in_this_process)
+    # As a daemon's: the s3a settings in the Spark settings, the credentials apart.
+    settings = services.s3a_settings(s3_service)
+    credentials = {k: settings.pop(k) for k in (ACCESS_KEY, SECRET_KEY)}
+    conf = dict(spark.sparkContext.getConf().getAll())
+    conf |= {f"spark.hadoop.{k}": v for k, v in settings.items()}
+    with FoldWorker(conf, hadoop=credentials) as worker:
+        store = DeltaStore(spark, location, worker)
+        store.open()
+        import_one_at_a_time(store, 0, 8)
+        _, expected = content(spark, location)
+        assert store.state is not None
+        scopes = store.state.scopes
+        store.fold(1000)
+        assert store.state.scopes < scopes
+        store.checkpoint()
+    listed = s3.list_objects_v2(Bucket=unique_name, Prefix="store/_delta_log/")["Contents"]
+    versions = [int(Path(o["Key"]).stem) for o in listed if o["Key"].endswith(".json")]
+    described = s3.get_object(Bucket=unique_name, Key="store/_delta_log/_last_checkpoint")
+    assert json.loads(described["Body"].read())["version"] == max(versions)
+    assert commit_actions_on_s3(s3, unique_name, versions, "DELETE"), "no fold was committed"
+    assert content(spark, location) == (7, expected)
+
+
+def commit_actions_on_s3(s3: Any, bucket: str, versions: list[int], operation: str) -> bool:
+    """Whether a commit of ``operation`` is in the log of the store at ``bucket``/store."""
+    for version in versions:
+        body = s3.get_object(Bucket=bucket, Key=f"store/_delta_log/{version:020d}.json")["Body"]
+        for line in body.read().decode().splitlines():
+            if json.loads(line).get("commitInfo", {}).get("operation") == operation:
+                return True
+    return False
