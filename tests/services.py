@@ -35,7 +35,10 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from types_boto3_s3.client import S3Client
 
 
 @dataclass(kw_only=True)
@@ -595,6 +598,20 @@ def local_spark() -> Iterator[Any]:
         yield spark
     finally:
         spark.stop()
+
+
+def s3_client(s3: S3Service) -> S3Client:
+    """A boto3 client of ``s3`` with its credentials."""
+    import boto3
+
+    client: S3Client = boto3.session.Session().client(
+        "s3",
+        endpoint_url=s3.endpoint_url,
+        aws_access_key_id=s3.access_key,
+        aws_secret_access_key=s3.secret_key,
+        region_name=s3.region,
+    )
+    return client
 
 
 def s3a_settings(s3: S3Service) -> dict[str, str]:

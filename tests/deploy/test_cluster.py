@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import httpx
 import pytest
 
+from tests import services
 from tests.cluster_script import DOWN_TIMEOUT_S, UP_TIMEOUT_S, ClusterScript, group_members
 from tests.services import KafkaService, S3Service
 from tests.waiting import wait_for
@@ -154,13 +154,7 @@ def test_cluster_up_distribute_status_down(
     assert cluster.pids() == pids, "a second up must leave the running processes alone"
     for i in range(1, SUBSCRIBERS + 1):
         if "--s3a" in options:
-            s3 = boto3.client(
-                "s3",
-                endpoint_url=s3_service.endpoint_url,
-                aws_access_key_id=s3_service.access_key,
-                aws_secret_access_key=s3_service.secret_key,
-                region_name=s3_service.region,
-            )
+            s3 = services.s3_client(s3_service)
             listing = s3.list_objects_v2(
                 Bucket=cluster.env["SCD_CLUSTER_CONTENT_BUCKET"],
                 Prefix=f"subscriber-{i}/_delta_log/",

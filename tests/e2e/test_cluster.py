@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-import boto3
 import pytest
 
 from journal.settings import TopicSettings
@@ -135,13 +134,7 @@ class Run:
 
 
 def _delete_bucket(s3: S3Service, bucket: str) -> None:
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3.endpoint_url,
-        aws_access_key_id=s3.access_key,
-        aws_secret_access_key=s3.secret_key,
-        region_name=s3.region,
-    )
+    client = services.s3_client(s3)
     try:
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
             for item in page.get("Contents", []):

@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import boto3
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from journal.api import Journal
 from journal.settings import JournalSettings, TopicSettings
-from tests.services import KafkaService, S3Service, run_deploy, scd_home
+from tests.services import KafkaService, run_deploy, scd_home
 
 if TYPE_CHECKING:
     from types_boto3_s3.client import S3Client
@@ -102,17 +101,6 @@ def mirror_maker(
         shutil.rmtree(scd_home() / name, ignore_errors=True)
         for leftover in (scd_home() / "logs" / f"{name}.log", scd_home() / "run" / f"{name}.lock"):
             leftover.unlink(missing_ok=True)
-
-
-def s3_client(s3: S3Service) -> S3Client:
-    client: S3Client = boto3.session.Session().client(
-        "s3",
-        endpoint_url=s3.endpoint_url,
-        aws_access_key_id=s3.access_key,
-        aws_secret_access_key=s3.secret_key,
-        region_name=s3.region,
-    )
-    return client
 
 
 class BlobReplicator:

@@ -43,7 +43,6 @@ from tests.regions.mirror import (
     mirror_maker,
     on_a,
     on_b,
-    s3_client,
     wait_records,
 )
 from tests.services import KafkaService, S3Service
@@ -160,7 +159,7 @@ def test_status_and_discovery_of_b_reach_a(regions: Regions) -> None:
 
 
 def test_blob_reaches_b_only_after_the_lag(s3_service: S3Service, unique_name: str) -> None:
-    client = s3_client(s3_service)
+    client = services.s3_client(s3_service)
     source, target = f"{unique_name}-a", f"{unique_name}-b"
     for bucket in (source, target):
         client.create_bucket(Bucket=bucket)
@@ -201,7 +200,7 @@ def test_a_subscriber_and_a_clone_of_its_store_fail_over_to_b_by_sequence(
     js_a = journal_settings(regions.kafka_a, regions.scd)
     js_b = journal_settings(regions.kafka_b, regions.scd, mirrored=True)
     blobs_a = open_blob_store(h.blob_settings(s3_service, bucket_a, tmp_path))
-    s3_client(s3_service).create_bucket(Bucket=bucket_b)
+    services.s3_client(s3_service).create_bucket(Bucket=bucket_b)
     pages = [f"/r/page-{n}" for n in range(1, 7)]
 
     def send(n: int, spilled: bool = False) -> int:
@@ -238,7 +237,7 @@ def test_a_subscriber_and_a_clone_of_its_store_fail_over_to_b_by_sequence(
         assert in_b.counters.imported == 3
         assert in_b.loop.sequences.replays == 3
 
-    client = s3_client(s3_service)
+    client = services.s3_client(s3_service)
     mirrored = on_b(regions.scd["package"])
     # The blob stays in A until the subscriber on B has tried the package at least once.
     with BlobReplicator(client, bucket_a, bucket_b, lag_s=3600) as replicator:

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from subscriber.maintenance import Maintenance, MaintenancePolicy
@@ -307,13 +306,7 @@ def test_the_fold_worker_folds_and_checkpoints_a_store_on_s3(
 ) -> None:
     """On s3a:// the worker reaches the store with the credentials of the store's session (sent
     on its input): the store commits the fold it computed, and it writes the checkpoint."""
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=s3_service.endpoint_url,
-        aws_access_key_id=s3_service.access_key,
-        aws_secret_access_key=s3_service.secret_key,
-        region_name=s3_service.region,
-    )
+    s3 = services.s3_client(s3_service)
     s3.create_bucket(Bucket=unique_name)
     services.use_s3(spark, s3_service)
     location = f"s3a://{unique_name}/store"

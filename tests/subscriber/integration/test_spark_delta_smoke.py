@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from tests import services
@@ -38,13 +37,7 @@ def test_delta_table_on_local_disk(spark: Any, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_delta_table_on_s3_through_s3a(spark: Any, s3_service: S3Service, unique_name: str) -> None:
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=s3_service.endpoint_url,
-        aws_access_key_id=s3_service.access_key,
-        aws_secret_access_key=s3_service.secret_key,
-        region_name=s3_service.region,
-    )
+    s3 = services.s3_client(s3_service)
     s3.create_bucket(Bucket=unique_name)
     services.use_s3(spark, s3_service)
     _write_read_and_skip_replayed_commit(spark, f"s3a://{unique_name}/tables/smoke")
