@@ -36,7 +36,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from typing import IO, Any
+from typing import IO, Any, overload
 
 from runtime.errors import ScdError
 from subscriber.store.folding import FoldConflict, FoldPlan
@@ -145,27 +145,30 @@ class FoldWorker:
         """A checkpoint of the store at ``location`` (delta_maintenance.checkpoint), written by
         the worker; False, and nothing written, when the worker is busy with another step (a
         checkpoint is short and due every few commits: it need not queue behind a fold)."""
-        if not self._lock.acquire(blocking=False):
+        reply = self._asked({"op": CHECKPOINT, "location": location}, wait=False)
+        if reply is None:
             return False
-        try:
-            reply = self._retried({"op": CHECKPOINT, "location": location})
-        finally:
-            self._lock.release()
         if reply.get("done") is not True:
             self._stop()
             raise FoldWorkerError(f"the fold worker answered nonsense: {reply!r:.200}")
         return True
 
-    def _asked(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The worker's reply to ``request``, one request at a time."""
-        with self._lock:
-            return self._retried(request)
-
-    def _retried(self, request: dict[str, Any]) -> dict[str, Any]:
+    @overload
+    def _asked(self, request: dict[str, Any]) -> dict[str, Any]: ...
+    @overload
+    def _asked(self, request: dict[str, Any], *, wait: bool) -> dict[str, Any] | None: ...
+    def _asked(self, request: dict[str, Any], *, wait: bool = True) -> dict[str, Any] | None:
+        """The worker's reply to ``request``, one request at a time; None, without asking,
+        when another request is under way and not ``wait``."""
+        if not self._lock.acquire(blocking=wait):
+            return None
         try:
-            return self._ask(request)
-        except _IdleExit:  # it left as the request went out: a new one takes it
-            return self._ask(request)
+            try:
+                return self._ask(request)
+            except _IdleExit:  # it left as the request went out: a new one takes it
+                return self._ask(request)
+        finally:
+            self._lock.release()
 
     def _ask(self, question: dict[str, Any]) -> dict[str, Any]:
         process = self._started()
@@ -275,10 +278,9 @@ def _read_lines(stream: IO[bytes], replies: queue.Queue[bytes]) -> None:
 
 # ---------------------------------------------------------------------- the worker's side
 def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
-    """The worker: its Spark settings on the first line, then one fold per line.
-    ``requests`` is unbuffered (see ``_ready``)."""
+    """The worker: its Spark settings on the first line, then one step per line (``op``:
+    FOLD or CHECKPOINT). ``requests`` is unbuffered (see ``_ready``)."""
     from subscriber.store import delta_maintenance, folding
-    from subscriber.store.delta_maintenance import active_session
 
     first = requests.readline(MAX_LINE_BYTES)
     if not first:
@@ -291,7 +293,7 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
         try:
             request = json.loads(line)
             location = str(request["location"])
-            with active_session(spark):
+            with delta_maintenance.active_session(spark):
                 if request["op"] == FOLD:
                     plan = folding.plan(spark, location, int(request["max_scopes"]))
                     reply = {"plan": dataclasses.asdict(plan)}

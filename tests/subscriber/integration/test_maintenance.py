@@ -254,10 +254,7 @@ def test_a_fold_beside_imports_lands_and_never_fails_one(
         for pid in processes:
             assert SECRET_MARKER.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
 
-        def in_this_process(*_: object) -> None:
-            raise AssertionError("the checkpoint was written in the store's process")
-
-        monkeypatch.setattr(delta_maintenance, "checkpoint", in_this_process)
+        monkeypatch.setattr(delta_maintenance, "checkpoint", _checkpoint_in_this_process)
         store.checkpoint()
         log_dir = Path(location, "_delta_log")
         latest = max(int(p.stem) for p in log_dir.glob("*.json"))
@@ -279,6 +276,11 @@ def test_a_fold_beside_imports_lands_and_never_fails_one(
     assert store.state.scopes < scopes + (offset - 24)  # the folded scopes were taken off
     scope_rows = spark.read.format("delta").load(location).where("kind = 'scope'").count()
     assert store.state.scopes == scope_rows
+
+
+def _checkpoint_in_this_process(*_: object) -> None:
+    """In place of delta_maintenance.checkpoint: the worker, another process, must write it."""
+    raise AssertionError("the checkpoint was written in the store's process")
 
 
 def _nice(pid: int) -> int:
@@ -311,10 +313,7 @@ def test_the_fold_worker_folds_and_checkpoints_a_store_on_s3(
     services.use_s3(spark, s3_service)
     location = f"s3a://{unique_name}/store"
 
-    def in_this_process(*_: object) -> None:
-        raise AssertionError("the checkpoint was written in the store's process")
-
-    monkeypatch.setattr(delta_maintenance, "checkpoint", in_this_process)
+    monkeypatch.setattr(delta_maintenance, "checkpoint", _checkpoint_in_this_process)
     # As a daemon's: the s3a settings in the Spark settings, the credentials apart.
     settings = services.s3a_settings(s3_service)
     credentials = {k: settings.pop(k) for k in (ACCESS_KEY, SECRET_KEY)}
