@@ -9,7 +9,9 @@ thread while imports go on, and nothing else is started until the step in it end
 those four can make an import fail: imports are blind appends, and none of them deletes a file
 an import reads. Their Spark work yields cores to the imports' (DeltaStore.in_maintenance_thread,
 subscriber/spark_pools.xml), but on a small machine it still shares the CPU with them.
-Steps, in the order they are considered:
+The purge goes first; the due steps of the maintenance thread then take turns, the one started
+least recently first (none starves another: on a large store under a steady stream a
+checkpoint takes longer than the commits that make the next one due). The steps:
 
 * ``purge``: sent statuses and superseded offset rows are removed (every
   ``purge_every_commits`` commits, and after ``interval_s`` when commits were made since);
@@ -155,7 +157,9 @@ class Maintenance:
         self._commits_at_fold_check = -1
         # The thread of the step started last (fold, checkpoint, compaction or VACUUM).
         self._worker: threading.Thread | None = None
-        self._last_started: str | None = None  # the step started in it last
+        # Steps started in the maintenance thread, and at which of those starts each step last.
+        self._starts = 0
+        self._turns: dict[str, int] = {}
         self.failures = 0  # steps of the maintenance thread that failed
         self._vacuumed = False
 
@@ -176,8 +180,8 @@ class Maintenance:
         return self._worker is not None and self._worker.is_alive()
 
     def step(self, *, inline: bool = True) -> StepReport | None:
-        """Start the first step that is due, if any (the import loop calls this when a poll
-        found nothing, and with ``inline`` False after each commit). The purge and the
+        """Start a step that is due, if any (the import loop calls this when a poll found
+        nothing, and with ``inline`` False after each commit). The purge and the
         retention run here, only when ``inline``, and return their report; a failing one raises
         and is tried again after as many commits, or ``interval_s``. The others start in the
         maintenance thread and return None (their reports land in ``reports``); nothing is
@@ -202,28 +206,41 @@ class Maintenance:
             and now >= self._fold_not_before
             and self._grown()
         )
-        # A due checkpoint goes first, except right after one: under a steady stream both stay
-        # due, and neither may starve the other (Delta's own checkpoints are rare, see
-        # delta.CHECKPOINT_INTERVAL; the fold keeps reads short).
+        # The due steps of the maintenance thread take turns: the one started least recently
+        # goes first (ties in this order). Under a steady stream on a large store a checkpoint
+        # is due again as soon as one ends (it takes longer than the commits that make it
+        # due): by priority alone, compaction and VACUUM would never run.
         checkpoint_due = self.store.commits_since_checkpoint >= policy.checkpoint_every_commits
-        if checkpoint_due and not (fold_due and self._last_started == CHECKPOINT):
-            self._background(CHECKPOINT, self._checkpoint)
-            return None
+        due = [CHECKPOINT] if checkpoint_due else []
         if fold_due:
-            self._start_fold()
+            due.append(FOLD)
+        vacuum_due = False
+        if policy.enabled:
+            vacuum_due = now - self._last[VACUUM] >= policy.interval_s
+            # VACUUM's turn starts with the retention step: at start, and before each VACUUM.
+            if vacuum_due or not self._retention_checked:
+                due.append(VACUUM)
+            if self._compact_check or self._compact_timed(now):
+                due.append(COMPACT)
+        due.sort(key=lambda step: self._turns.get(step, -1))
+        for step in due:
+            if step == VACUUM and not (vacuum_due and self._retention_fresh):
+                if inline:
+                    return self._check_retention(now, before_vacuum=vacuum_due)
+                continue  # no VACUUM by a retention not checked: the next due step
+            self._start(step, now)
             return None
-        if not policy.enabled:
-            return None
-        vacuum_due = now - self._last[VACUUM] >= policy.interval_s
-        if not self._retention_checked or (vacuum_due and not self._retention_fresh):
-            if inline:
-                return self._check_retention(now, before_vacuum=vacuum_due)
-            vacuum_due = False  # no VACUUM by a retention not checked
-        if self._compact_check or self._compact_timed(now):
-            self._start_compact(now)
-        elif vacuum_due:
-            self._start_vacuum()
         return None
+
+    def _start(self, step: str, now: float) -> None:
+        if step == CHECKPOINT:
+            self._background(CHECKPOINT, self._checkpoint)
+        elif step == FOLD:
+            self._start_fold()
+        elif step == COMPACT:
+            self._start_compact(now)
+        else:
+            self._start_vacuum()
 
     def run_all(self, *, up_to_status: int = -1) -> list[StepReport]:
         """Every step now, in order, in this thread (``scd content maintain``)."""
@@ -367,7 +384,8 @@ class Maintenance:
             if failed is not None:
                 failed()
 
-        self._last_started = step
+        self._turns[step] = self._starts
+        self._starts += 1
         self._worker = threading.Thread(target=run, name=f"{self.name}-{step}", daemon=True)
         self._worker.start()
 

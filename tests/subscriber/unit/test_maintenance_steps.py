@@ -403,3 +403,23 @@ def test_after_a_commit_only_steps_of_the_maintenance_thread_start() -> None:
     assert ran[-1] == "compact"  # then nothing: no purge, no retention, no VACUUM
     assert maintenance.step() is not None  # an idle poll: the purge
     assert calls(store)[-1] == "purge"
+
+
+def test_compaction_and_vacuum_take_turns_with_a_checkpoint_due_after_every_step() -> None:
+    """On a large store under a steady stream a checkpoint is due again whenever one ends: the
+    compaction and VACUUM that are due still get their turns (the step started least recently
+    goes first), the retention checked before VACUUM on an idle poll."""
+    store = committed_store(4)
+    clock = Clock()
+    policy = MaintenancePolicy(checkpoint_every_commits=1, compact_min_files=2, interval_s=60)
+    maintenance = Maintenance("sub", store, policy, clock=clock)
+    clock.offset += 61  # compaction (timed) and VACUUM are due
+    maintenance.commits_since_purge = 4
+    maintenance.commits_since_purge = 0  # purged: only the thread's steps are due
+    ran = []
+    for page in range(10, 16):
+        commit_pages(store, page, 1)  # a checkpoint is due again
+        maintenance.step()
+        maintenance.wait(5)
+        ran.append(calls(store)[-1])
+    assert ran == ["checkpoint", "retention", "vacuum", "compact", "checkpoint", "checkpoint"]
