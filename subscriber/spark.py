@@ -68,9 +68,11 @@ def class_archive_options(archive: Path) -> str:
     return f"-XX:SharedArchiveFile={archive} -Xshare:auto {QUIET_CLASS_ARCHIVE}"
 
 
-def class_archive_fingerprint() -> str:
+def class_archive_fingerprint(class_path: Sequence[str] = ()) -> str:
     """What an archive is valid for, as canonical JSON: the JVM PySpark starts (its real path
-    and build) and the Spark jars folder on its classpath (``spark_jars``: path and version)."""
+    and build), the Spark jars folder on its classpath (``spark_jars``: path and version) and
+    the jars on the driver's own class path (``driver_class_path``: path, size and time, which
+    the JDK checks: an archive of a rebuilt jar is not mapped)."""
     import pyspark
 
     java_home = os.environ.get("JAVA_HOME")
@@ -82,19 +84,39 @@ def class_archive_fingerprint() -> str:
         "java_build": java.stat().st_mtime_ns if java.exists() else None,
         "spark_jars": str((Path(spark_home) / "jars").resolve()),
         "pyspark": pyspark.__version__,
+        "class_path": [_jar_identity(jar) for jar in class_path],
     }
     return json.dumps(described, sort_keys=True)
+
+
+def _jar_identity(jar: str) -> list[object]:
+    try:
+        stat = Path(jar).stat()
+    except OSError:
+        return [jar, None, None]
+    return [str(Path(jar).resolve()), stat.st_size, stat.st_mtime_ns]
+
+
+def driver_class_path(settings: SubscriberSettings) -> list[str]:
+    """The jars ``spark_config`` puts on the driver JVM's own class path: all of them when they
+    are installed where the executors run too, else scd's local filesystem jar with a local
+    master (LOCAL_FS_JAR_PREFIX), else none (``spark.jars`` load later, in another loader)."""
+    if settings.spark_jars_installed:
+        return list(settings.spark_jars)
+    local_fs = [j for j in settings.spark_jars if Path(j).name.startswith(LOCAL_FS_JAR_PREFIX)]
+    return local_fs[:1] if settings.spark_master.startswith("local") else []
 
 
 def class_archive_fingerprint_file(archive: Path) -> Path:
     return archive.with_name(f"{archive.name}.fingerprint")
 
 
-def default_class_archive_name() -> str:
-    """An archive file name for this JDK and Spark install: one built for another never has it."""
+def default_class_archive_name(class_path: Sequence[str] = ()) -> str:
+    """An archive file name for this JDK and Spark install and the driver's ``class_path``: one
+    built for another never has it."""
     import pyspark
 
-    digest = hashlib.sha256(class_archive_fingerprint().encode()).hexdigest()[:16]
+    digest = hashlib.sha256(class_archive_fingerprint(class_path).encode()).hexdigest()[:16]
     return f"classes-{pyspark.__version__}-{digest}.jsa"
 
 
@@ -108,21 +130,21 @@ def read_class_archive_fingerprint(archive: Path) -> str | None:
         return None
 
 
-def class_archive_matches(archive: Path) -> bool:
+def class_archive_matches(archive: Path, class_path: Sequence[str] = ()) -> bool:
     """False when ``archive`` was built for another JDK or Spark install; True when it was built
     for this one or its fingerprint is unknown (the JDK's own check then decides)."""
     try:
         built_for = read_class_archive_fingerprint(archive)
     except (OSError, ValueError):
         return False  # unreadable: as good as another install's (the JVM would refuse it too)
-    return built_for is None or built_for == class_archive_fingerprint()
+    return built_for is None or built_for == class_archive_fingerprint(class_path)
 
 
-def _class_archive_java_options(archive: Path) -> str | None:
+def _class_archive_java_options(archive: Path, class_path: Sequence[str]) -> str | None:
     if not archive.is_file():
         log.warning("Spark class archive %s missing: starting without it", archive)
         return None
-    if not class_archive_matches(archive):
+    if not class_archive_matches(archive, class_path):
         log.warning(
             "Spark class archive %s was built for another JDK or Spark install: starting "
             "without it (rebuild it with scd spark-archive)",
@@ -159,23 +181,21 @@ def spark_config(
         config.update(INTERPRETED)
     archive = settings.spark_class_archive
     if java_options is None and archive is not None:
-        java_options = _class_archive_java_options(archive)
+        java_options = _class_archive_java_options(archive, driver_class_path(settings))
     if java_options:
         config["spark.driver.extraJavaOptions"] = java_options
     paths = [settings.store_path] if stores is None else stores
     on_s3 = any(path.startswith("s3a://") for path in paths)
     if settings.spark_jars:
-        local_fs = [j for j in settings.spark_jars if Path(j).name.startswith(LOCAL_FS_JAR_PREFIX)]
-        local = settings.spark_master.startswith("local")
+        class_path = ":".join(driver_class_path(settings))
         if settings.spark_jars_installed:
-            class_path = ":".join(settings.spark_jars)
-            config["spark.driver.extraClassPath"] = class_path
             config["spark.executor.extraClassPath"] = class_path
         else:
             config["spark.jars"] = ",".join(settings.spark_jars)
-            if local_fs and local:
-                config["spark.driver.extraClassPath"] = local_fs[0]
-        if local_fs and local:
+        if class_path:
+            config["spark.driver.extraClassPath"] = class_path
+        local_fs = [j for j in settings.spark_jars if Path(j).name.startswith(LOCAL_FS_JAR_PREFIX)]
+        if local_fs and settings.spark_master.startswith("local"):
             config.update(LOCAL_FS)
     else:
         config["spark.jars.packages"] = ",".join([DELTA_PACKAGE, *([S3A_PACKAGE] if on_s3 else [])])

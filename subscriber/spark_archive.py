@@ -9,8 +9,9 @@ share the archive's pages.
 
 ``scd spark-archive PATH`` builds one: a JVM started with the subscriber's Spark settings runs
 a small import on a scratch store and writes the classes it loaded when it exits. An archive is
-valid only for the JDK and the Spark classpath (down to the jars folder's path) that built it:
-the JDK silently ignores any other. So the build writes the fingerprint of both beside the
+valid only for the JDK and the Spark classpath (down to the jars folder's path, and the size
+and time of each jar on the driver's own class path) that built it: the JDK silently ignores
+any other. So the build writes the fingerprint of both beside the
 archive (``PATH.fingerprint``), and a session given an archive whose fingerprint differs says so
 and starts without it. ``subscriber.spark.default_class_archive_name()`` changes with the
 fingerprint.
@@ -31,6 +32,7 @@ from subscriber.spark import (
     QUIET_CLASS_ARCHIVE,
     class_archive_fingerprint,
     class_archive_fingerprint_file,
+    driver_class_path,
     spark_session,
 )
 from subscriber.store.changes import ChangeSet, Unit
@@ -72,7 +74,7 @@ def build(settings: SubscriberSettings, archive: Path) -> float:
         raise RuntimeError(f"the JVM wrote no class archive to {partial}")
     # The fingerprint first: a session that sees the new archive also sees what it is for.
     described = partial.with_suffix(".fingerprint")
-    described.write_text(class_archive_fingerprint() + "\n")
+    described.write_text(class_archive_fingerprint(driver_class_path(training)) + "\n")
     os.replace(described, class_archive_fingerprint_file(archive))
     os.replace(partial, archive)
     return time.monotonic() - started

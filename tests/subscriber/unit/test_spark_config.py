@@ -17,6 +17,7 @@ from subscriber.spark import (
     class_archive_fingerprint,
     class_archive_fingerprint_file,
     default_class_archive_name,
+    driver_class_path,
     s3a_credentials,
     spark_config,
 )
@@ -68,6 +69,36 @@ def test_the_archive_fingerprint_follows_the_jdk_and_the_spark_jars_folder(
     java.write_text("")
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
     assert class_archive_fingerprint() != here
+
+
+def test_the_archive_fingerprint_follows_the_jars_on_the_driver_s_class_path(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The JDK maps no archive once a jar on the class path it was built with changed (its size
+    or time): an archive built before scd's own jar was rebuilt must not claim to match."""
+    jar = tmp_path / "scd-hadoop-localfs-1.jar"
+    jar.write_bytes(b"jar")
+    settings = SubscriberSettings(spark_jars=[str(jar)], spark_master="local[2]")
+    assert driver_class_path(settings) == [str(jar)]
+    built_for = class_archive_fingerprint(driver_class_path(settings))
+    assert built_for != class_archive_fingerprint()
+    name = default_class_archive_name(driver_class_path(settings))
+    archive = tmp_path / "classes.jsa"
+    archive.write_bytes(b"archive")
+    class_archive_fingerprint_file(archive).write_text(built_for + "\n")
+    mapped = settings.model_copy(update={"spark_class_archive": archive})
+    assert (
+        f"-XX:SharedArchiveFile={archive}" in spark_config(mapped)["spark.driver.extraJavaOptions"]
+    )
+    stat = jar.stat()
+    os.utime(jar, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # the jar was rebuilt
+    assert class_archive_fingerprint(driver_class_path(settings)) != built_for
+    assert default_class_archive_name(driver_class_path(settings)) != name
+    assert "spark.driver.extraJavaOptions" not in spark_config(mapped)
+    assert "built for another JDK or Spark install" in caplog.text
+    # A cluster's driver has no local filesystem jar: another class path, another archive.
+    cluster = mapped.model_copy(update={"spark_master": "spark://master:7077"})
+    assert driver_class_path(cluster) == []
 
 
 def test_an_archive_built_for_another_install_is_not_mapped(
