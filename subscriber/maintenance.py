@@ -34,7 +34,8 @@ checkpoint takes longer than the commits that make the next one due). The steps:
 * ``retention``: the table keeps its log and removed files for the retention (table
   properties, which VACUUM and the log cleanup go by; checked at start and before each
   VACUUM, set when they differ);
-* ``compact``: OPTIMIZE once ``compact_min_files`` files are below half ``target_file_bytes``
+* ``compact``: the small files merged (subscriber.store.compaction: planned like a fold,
+  committed as an OPTIMIZE) once ``compact_min_files`` files are below half ``target_file_bytes``
   (considered after each purge, and after ``interval_s`` for any two small files left);
 * ``vacuum``: VACUUM with the retention every ``interval_s``: it deletes only files no version
   within the retention reads and commits no data.
@@ -270,8 +271,8 @@ class Maintenance:
 
     def _start_compact(self, now: float) -> None:
         """Compaction once enough small files wait (counting them reads the file list, so the
-        maintenance thread does it). OPTIMIZE commits with ``dataChange = false``: Delta checks
-        it with snapshot isolation, so appends committed meanwhile neither fail it nor fail."""
+        maintenance thread does it). It commits with ``dataChange = false``, as a fold does:
+        appends committed meanwhile neither fail it nor fail."""
         policy, timed = self.policy, self._compact_timed(now)
         self._compact_check = False
         self._last[COMPACT] = now

@@ -31,7 +31,7 @@ from typing import Any
 
 from runtime.clock import now_ms
 from subscriber.spark import MAINTENANCE_POOL, POOL_PROPERTY, STARTING_POOL
-from subscriber.store import current_tree, delta_maintenance, folding
+from subscriber.store import compaction, current_tree, delta_maintenance, folding
 from subscriber.store.base import EVERY_AGENT, FileStats, PendingStatus, StepOutcome, StoreState
 from subscriber.store.changes import ChangeSet, status_name
 from subscriber.store.fold_worker import FoldWorker
@@ -521,8 +521,14 @@ class DeltaStore:
         return delta_maintenance.file_stats(self.spark, self.location, small_file_bytes)
 
     def compact(self, target_file_bytes: int) -> StepOutcome:
+        """Merge the small files (subscriber.store.compaction): planned by the fold worker when
+        the store has one, else in its maintenance session; committed here."""
         with self._maintaining() as spark:
-            outcome = delta_maintenance.compact(spark, self.location, target_file_bytes)
+            if self.fold_worker is not None:
+                plan = self.fold_worker.compaction(self.location, target_file_bytes)
+            else:
+                plan = compaction.plan(spark, self.location, target_file_bytes)
+            outcome = folding.commit(spark, self.location, plan, self.commit_lock, folding.COMPACT)
         self._count(1)
         return outcome
 

@@ -1,10 +1,10 @@
 """Maintenance operations on the subscriber's Delta table (what subscriber.maintenance runs,
-through DeltaStore): file statistics, compaction, VACUUM and the table's retention.
+through DeltaStore): file statistics, checkpoints, VACUUM and the table's retention (the fold
+and the compaction: subscriber.store.folding, subscriber.store.compaction).
 
-None of them changes content or offset. OPTIMIZE commits with ``dataChange = false``; VACUUM
-only deletes files no version within the retention reads (its START/END commits carry no
-data); the retention is two table properties. So they may run between any two imports without
-touching exactly-once.
+None of them changes content or offset. A checkpoint commits nothing; VACUUM only deletes files
+no version within the retention reads (its START/END commits carry no data); the retention is
+two table properties. So they may run between any two imports without touching exactly-once.
 """
 
 from __future__ import annotations
@@ -20,15 +20,9 @@ log = logging.getLogger(__name__)
 
 LOG_RETENTION = "delta.logRetentionDuration"
 FILE_RETENTION = "delta.deletedFileRetentionDuration"
-# OPTIMIZE compacts files below minFileSize into files of up to maxFileSize (both 1 GiB by
-# default: every small file would join one ever-growing file, rewritten by every run and by
-# every fold touching one of its rows). Files from half the target size up are left
-# alone, so a run rewrites at most half a target of earlier output.
 # VACUUM lists the table's directory in a Spark job of this many tasks (10,000 by default,
 # whatever the table's size): most of a VACUUM's time on a store of a few hundred files.
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
-OPTIMIZE_MIN_FILE = "spark.databricks.delta.optimize.minFileSize"
-OPTIMIZE_MAX_FILE = "spark.databricks.delta.optimize.maxFileSize"
 
 
 @contextmanager
@@ -73,24 +67,12 @@ def file_stats(spark: Any, location: str, small_file_bytes: int | None = None) -
 
 
 def small_file_bytes(target_file_bytes: int) -> int:
-    """Files below this size are compacted."""
+    """Files below this size are compacted (subscriber.store.compaction), into files of up to
+    ``target_file_bytes``. Files from half the target size up are left alone, so a run rewrites
+    at most half a target of earlier output (with OPTIMIZE's defaults, 1 GiB, every small file
+    would join one ever-growing file, rewritten by every run and by every fold touching one of
+    its rows)."""
     return max(1, int(target_file_bytes) // 2)
-
-
-def compact(spark: Any, location: str, target_file_bytes: int) -> StepOutcome:
-    """OPTIMIZE (bin-packing) of the files below half ``target_file_bytes`` into files of up
-    to that size."""
-    from delta.tables import DeltaTable
-
-    before = file_stats(spark, location).files
-    spark.conf.set(OPTIMIZE_MIN_FILE, str(small_file_bytes(target_file_bytes)))
-    spark.conf.set(OPTIMIZE_MAX_FILE, str(int(target_file_bytes)))
-    result = DeltaTable.forPath(spark, location).optimize().executeCompaction().first()
-    metrics = result["metrics"] if result is not None else None
-    if metrics is None:
-        return StepOutcome(before, before)
-    after = before - int(metrics["numFilesRemoved"]) + int(metrics["numFilesAdded"])
-    return StepOutcome(before, after)
 
 
 def vacuum(spark: Any, location: str, *, full: bool) -> StepOutcome:

@@ -1,6 +1,7 @@
 """A fold worker: a process of its own, at the lowest CPU priority, that computes the stores'
-folds (subscriber.store.folding.plan) and writes their checkpoints
-(subscriber.store.delta_maintenance.checkpoint), so that the imports keep the cores.
+folds and compactions (subscriber.store.folding.plan, subscriber.store.compaction.plan) and
+writes their checkpoints (subscriber.store.delta_maintenance.checkpoint), so that the imports
+keep the cores.
 
 On one machine a fold's work (it reads, joins and rewrites files: seconds to minutes of one
 core) and the imports share the CPU, whatever Spark's scheduler pools say: with a fold running,
@@ -9,7 +10,7 @@ the imports of a million-node store at 10 packages/s had a p99 of 3.25 times the
 threads get none without root, and Spark's task threads serve imports and folds alike), a
 process can: this one runs at nice 19, so the kernel gives the imports' process the CPU first
 (an import's p50 rose 52% beside a busy process at nice 0, 14% beside one at nice 19). It
-writes the fold's files and hands back the actions (a FoldPlan); the store commits them under
+writes the new files and hands back the actions (a RewritePlan); the store commits them under
 its lock, as the table's one writer (on S3, Delta's log must be written by one process). A
 checkpoint commits nothing: the worker writes it whole (the state of a committed version), and
 the store's next read of its log starts there.
@@ -39,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any, overload
 
 from runtime.errors import ScdError
-from subscriber.store.folding import FoldConflict, FoldPlan
+from subscriber.store.folding import COMPACT, FOLD, RewriteConflict, RewritePlan
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,8 @@ DEFAULT_IDLE_S = 120.0
 # Bounds on one line of the protocol: a plan lists a fold's files (hundreds of actions of
 # about 1 KiB each on the million-node store).
 MAX_LINE_BYTES = 64 << 20
-# The steps it runs.
-FOLD, CHECKPOINT = "fold", "checkpoint"
+# The steps it runs (besides folding.FOLD and folding.COMPACT).
+CHECKPOINT = "checkpoint"
 # What the reader hands on for a line past the bound (not a line the worker can write).
 OVERSIZED = b"\x00"
 # The store's session's settings that are its process's own, not the worker's.
@@ -132,14 +133,22 @@ class FoldWorker:
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
-    def plan(self, location: str, max_scopes: int) -> FoldPlan:
+    def plan(self, location: str, max_scopes: int) -> RewritePlan:
         """The fold of the store at ``location``, computed by the worker."""
-        reply = self._asked({"op": FOLD, "location": location, "max_scopes": max_scopes})
+        return self._plan(self._asked({"op": FOLD, "location": location, "max_scopes": max_scopes}))
+
+    def _plan(self, reply: dict[str, Any]) -> RewritePlan:
         try:
-            return FoldPlan.from_dict(reply.get("plan"))
+            return RewritePlan.from_dict(reply.get("plan"))
         except ValueError as exc:
             self._stop()
             raise FoldWorkerError(f"the fold worker answered nonsense: {exc}") from None
+
+    def compaction(self, location: str, target_file_bytes: int) -> RewritePlan:
+        """The compaction of the store at ``location`` (subscriber.store.compaction), computed
+        by the worker."""
+        request = {"op": COMPACT, "location": location, "target_file_bytes": target_file_bytes}
+        return self._plan(self._asked(request))
 
     def checkpoint(self, location: str) -> bool:
         """A checkpoint of the store at ``location`` (delta_maintenance.checkpoint), written by
@@ -205,7 +214,7 @@ class FoldWorker:
             raise FoldWorkerError(f"the fold worker answered nonsense: {exc}") from None
         if "error" in reply:
             if reply.get("conflict") is True:
-                raise FoldConflict(str(reply["error"]))
+                raise RewriteConflict(str(reply["error"]))
             raise FoldWorkerError(f"the step failed in the fold worker: {reply['error']}")
         return reply
 
@@ -279,8 +288,8 @@ def _read_lines(stream: IO[bytes], replies: queue.Queue[bytes]) -> None:
 # ---------------------------------------------------------------------- the worker's side
 def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     """The worker: its Spark settings on the first line, then one step per line (``op``:
-    FOLD or CHECKPOINT). ``requests`` is unbuffered (see ``_ready``)."""
-    from subscriber.store import delta_maintenance, folding
+    FOLD, COMPACT or CHECKPOINT). ``requests`` is unbuffered (see ``_ready``)."""
+    from subscriber.store import compaction, delta_maintenance, folding
 
     first = requests.readline(MAX_LINE_BYTES)
     if not first:
@@ -297,12 +306,15 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
                 if request["op"] == FOLD:
                     plan = folding.plan(spark, location, int(request["max_scopes"]))
                     reply = {"plan": dataclasses.asdict(plan)}
+                elif request["op"] == COMPACT:
+                    target = int(request["target_file_bytes"])
+                    reply = {"plan": dataclasses.asdict(compaction.plan(spark, location, target))}
                 elif request["op"] == CHECKPOINT:
                     delta_maintenance.checkpoint(spark, location)
                     reply = {"done": True}
                 else:
                     reply = {"error": f"no such step: {request['op']!r:.100}"}
-        except FoldConflict as exc:
+        except RewriteConflict as exc:
             reply = {"error": str(exc), "conflict": True}
         except Exception as exc:  # the step failed: the store's maintenance step says so
             log.exception("maintenance step failed")

@@ -1,9 +1,11 @@
-"""The fold: deletes the node versions that the oldest scopes cover, and those scopes, so that a
-store table stays close to its current tree (subscriber.store.current_tree) while reads and the
-table get smaller. In two steps: ``plan`` computes and writes the new files (the work: CPU for
-seconds to minutes), ``commit`` commits them under the store's lock (hundredths of a second).
-The plan may be computed in another process (subscriber.store.fold_worker); the commit is
-always the store's own, the one writer of the table.
+"""Rewrites of a store table's files that change no content, planned in one step and committed
+in another: the fold (``plan``) deletes the node versions that the oldest scopes cover, and
+those scopes, so that the table stays close to its current tree (subscriber.store.current_tree)
+while reads and the table get smaller; the compaction (subscriber.store.compaction) merges
+small files. ``plan`` computes and writes the new files (the work: CPU for seconds to minutes),
+``commit`` commits them under the store's lock (hundredths of a second). The plan may be
+computed in another process (subscriber.store.fold_worker); the commit is always the store's
+own, the one writer of the table.
 """
 
 from __future__ import annotations
@@ -23,24 +25,24 @@ from subscriber.store.scope_ranges import FileRanges, covered, files_meeting
 
 
 @dataclass(frozen=True)
-class FoldPlan:
-    """What a fold computed from one version of the table (``plan``), to be committed
+class RewritePlan:
+    """What a fold or a compaction computed from one version of the table, to be committed
     (``commit``): the files it wrote and those they replace, as Delta's JSON actions, and the
     names of the replaced files (for the conflict check). It crosses a process boundary when
     a fold worker computes it (subscriber.store.fold_worker)."""
 
     version: int
     files_before: int
-    scopes: int  # scopes it folds
+    scopes: int  # scopes it folds (a compaction: none)
     added: int
     rewritten: tuple[str, ...]  # names of the files it replaces
     actions: tuple[str, ...]  # AddFile and RemoveFile actions, Delta's JSON
 
     @classmethod
-    def from_dict(cls, raw: object) -> FoldPlan:
+    def from_dict(cls, raw: object) -> RewritePlan:
         """A plan from ``dataclasses.asdict`` (decoded JSON); ValueError for anything else."""
         if not isinstance(raw, dict) or set(raw) != {f.name for f in dataclasses.fields(cls)}:
-            raise ValueError("a fold plan has exactly the fields of FoldPlan")
+            raise ValueError("a fold plan has exactly the fields of RewritePlan")
         counts = ("version", "files_before", "scopes", "added")
         for key in counts:
             value = raw[key]
@@ -59,7 +61,7 @@ class FoldPlan:
         )
 
 
-def plan(spark: Any, location: str, max_scopes: int) -> FoldPlan:
+def plan(spark: Any, location: str, max_scopes: int) -> RewritePlan:
     """Fold the oldest scopes (about ``max_scopes``: all of the offsets they belong to) of the
     table's latest version: write its files without the node versions those scopes cover and
     without the scopes, and return them with the files they replace, uncommitted.
@@ -84,13 +86,13 @@ def plan(spark: Any, location: str, max_scopes: int) -> FoldPlan:
     before = int(snapshot.numOfFiles())
     folding = _oldest_scopes(table, max_scopes)
     if not folding:
-        return FoldPlan(version, before, 0, 0, (), ())
+        return RewritePlan(version, before, 0, 0, (), ())
     up_to = max(scope.offset for scope in folding)
     candidates = _files_to_fold(spark, snapshot, folding)
     view = f"scd_fold_{version}"
     rows = DataFrame(
         delta_log.createDataFrame(
-            snapshot, _scala_list(jvm, candidates), False, jvm.scala.Option.empty()
+            snapshot, scala_list(jvm, candidates), False, jvm.scala.Option.empty()
         ),
         spark,
     )
@@ -107,67 +109,80 @@ def plan(spark: Any, location: str, max_scopes: int) -> FoldPlan:
         located = rows.select("*", func.col("_metadata.file_path").alias(_FILE))
         holding = located.join(folded, keys, "left_semi").select(_FILE).distinct()
         touched = [r[_FILE] for r in holding.collect()]
-        names = {_file_name(p) for p in touched}
-        removed = [f for f in candidates if _file_name(f.path()) in names]
+        names = {file_name(p) for p in touched}
+        removed = [f for f in candidates if file_name(f.path()) in names]
         kept = (
             located.where(func.col(_FILE).isin(touched))
             .join(folded, keys, "left_anti")
             .select(*table.columns)
         )
-        written = _seq(txn.writeFiles(kept._jdf))
+        written = seq_list(txn.writeFiles(kept._jdf))
     finally:
         folded.unpersist()
         spark.catalog.dropTempView(view)
     now = now_ms()
-    actions = [_rearranged(add).json() for add in written]
+    actions = [without_data_change(add).json() for add in written]
     actions += [add.removeWithTimestamp(now, False).json() for add in removed]
-    return FoldPlan(
+    return RewritePlan(
         version, before, int(scopes_folded), len(written), tuple(sorted(names)), tuple(actions)
     )
 
 
+# The rewrites: their names in a commit's user metadata, and the fold worker's steps.
+FOLD, COMPACT = "fold", "compact"
+
+
 def commit(
-    spark: Any, location: str, fold: FoldPlan, commit_lock: AbstractContextManager[Any]
+    spark: Any,
+    location: str,
+    rewrite: RewritePlan,
+    commit_lock: AbstractContextManager[Any],
+    step: str = FOLD,
 ) -> StepOutcome:
-    """Commit ``fold`` (nothing when it replaces no file). Like OPTIMIZE it changes no
-    content, so Delta checks it with snapshot isolation and a concurrent append cannot fail it
-    (with a MERGE, the table's Serializable isolation failed the fold beside every import). A
-    commit since the fold's version that removed one of the files it replaces, or changed the
-    table's schema or protocol, makes it fail (FoldConflict). ``commit_lock`` (the store's) is
-    held while it commits, so that it does not race this process's imports for a version.
+    """Commit ``rewrite``, a plan of ``step`` (FOLD or COMPACT; nothing when it replaces no
+    file). Like OPTIMIZE it changes no content, so Delta checks it with snapshot isolation and
+    a concurrent append cannot fail it (with a MERGE, the table's Serializable isolation failed
+    the fold beside every import). A commit since the plan's version that removed one of the
+    files it replaces, or changed the table's schema or protocol, makes it fail
+    (RewriteConflict). ``commit_lock`` (the store's) is held while it commits, so that it does
+    not race this process's imports for a version.
 
     Committed as a MANUAL UPDATE from the version it read, the fold held the lock for
     0.4-1.0 s while every package due waited: Delta checked each commit that landed since that
     version, and rebuilt the table's whole state for the new snapshot and its checksum (it
-    derives those from the last version's for every operation but MANUAL UPDATE). So the fold
-    checks those commits itself (``_check_since``), mostly before it takes the lock, and commits
-    as a DELETE through a transaction started under the lock, at the latest version: that
-    commit takes what an import's takes. It carries no writer id: a deposed writer's fold
-    deletes only what stays covered. There is no public API for such a commit; it goes through
-    Delta's OptimisticTransaction (JVM gateway).
+    derives those from the last version's for every operation but MANUAL UPDATE). So the
+    rewrite checks those commits itself (``_check_since``), mostly before it takes the lock,
+    and commits through a transaction started under the lock, at the latest version: a fold as
+    a DELETE, a compaction as an OPTIMIZE (what the table's history then says). That commit
+    takes what an import's takes. It carries no writer id: a deposed writer's fold deletes only
+    what stays covered. There is no public API for such a commit; it goes through Delta's
+    OptimisticTransaction (JVM gateway).
 
     ``spark`` must be the thread's active session (delta_maintenance.active_session)."""
-    before = fold.files_before
-    if not fold.rewritten:
+    before = rewrite.files_before
+    if not rewrite.rewritten:
         return StepOutcome(before, before)
     jvm = spark.sparkContext._jvm
     delta = jvm.org.apache.spark.sql.delta
     delta_log = delta.DeltaLog.forTable(spark._jsparkSession, location)
     parse = delta.actions.Action.fromJson
-    seq = _scala_list(jvm, [parse(action) for action in fold.actions])
-    names = set(fold.rewritten)
-    # A DELETE without a predicate: Delta derives the new version's checksum from the last
-    # one for it; for a MANUAL UPDATE it rebuilt the table's whole state (0.4 s on 3,000
-    # nodes), under the lock.
-    delete = getattr(delta, "DeltaOperations$Delete")(_scala_list(jvm, []))
-    checked = _check_since(delta_log, fold.version, names)
-    with commit_lock, _commit_settings(spark, {"fold": {"read_version": fold.version}}):
+    actions = scala_list(jvm, [parse(action) for action in rewrite.actions])
+    names = set(rewrite.rewritten)
+    none = scala_list(jvm, [])
+    if step == COMPACT:  # no predicate, no Z-order, not auto, no clustering, not full
+        operation = getattr(delta, "DeltaOperations$Optimize")(
+            none, none, False, jvm.scala.Option.empty(), False
+        )
+    else:  # a DELETE without a predicate
+        operation = getattr(delta, "DeltaOperations$Delete")(none)
+    checked = _check_since(delta_log, rewrite.version, names)
+    with commit_lock, _commit_settings(spark, {step: {"read_version": rewrite.version}}):
         latest = delta_log.startTransaction()
         # The commits since the check above (another process's too: Delta checks those that
         # land after this transaction started).
         _check_since(delta_log, checked, names)
-        latest.commit(seq, delete)
-    return StepOutcome(before, before - len(names) + fold.added)
+        latest.commit(actions, operation)
+    return StepOutcome(before, before - len(names) + rewrite.added)
 
 
 def _files_to_fold(spark: Any, snapshot: Any, folding: list[_Scope]) -> list[Any]:
@@ -189,7 +204,7 @@ def _files_to_fold(spark: Any, snapshot: Any, folding: list[_Scope]) -> list[Any
     where = covered((scope.path, scope.deep) for scope in folding)
     scope_files = {scope.file for scope in folding}
     chosen = set(files_meeting(stats, where)) | {
-        r[0] for r in rows if _file_name(r[0]) in scope_files
+        r[0] for r in rows if file_name(r[0]) in scope_files
     }
     return list(snapshot.allFiles().where(func.col("path").isin(list(chosen))._jc).collectAsList())
 
@@ -217,34 +232,35 @@ def _oldest_scopes(table: Any, max_scopes: int) -> list[_Scope]:
         last = int(oldest[-1]["offset"])
         oldest = [r for r in oldest if r["offset"] < last]
         oldest += scopes.where(f"offset = {last}").collect()
-    return [_Scope(int(r[0]), str(r[1]), r[2] == "deep", _file_name(r[3])) for r in oldest]
+    return [_Scope(int(r[0]), str(r[1]), r[2] == "deep", file_name(r[3])) for r in oldest]
 
 
-class FoldConflict(RuntimeError):
-    """A commit that landed while the fold ran removed a file the fold rewrites, or changed the
-    table's schema or protocol: the fold is dropped (the maintenance step fails) and runs again
-    when next due. Delta raises its ConcurrentDeleteDeleteException for the same case."""
+class RewriteConflict(RuntimeError):
+    """A commit that landed while a fold or compaction ran removed a file it replaces, or
+    changed the table's schema or protocol: the step is dropped (the maintenance step fails) and
+    runs again when next due. Delta raises its ConcurrentDeleteDeleteException for the same
+    case."""
 
 
-# Actions of a commit after the fold's version that invalidate the files it wrote.
+# Actions of a commit after the plan's version that invalidate the files it wrote.
 _TABLE_ACTIONS = ("Metadata", "Protocol")
 
 
 def _check_since(delta_log: Any, version: int, names: set[str]) -> int:
-    """The last version of the table; FoldConflict when a commit after ``version`` removed a
+    """The last version of the table; RewriteConflict when a commit after ``version`` removed a
     file named in ``names`` or changed the table's metadata or protocol."""
     last = version
     changes = delta_log.getChanges(version + 1, True)  # True: a missing version raises
     while changes.hasNext():
         committed = changes.next()
         last = int(committed._1())
-        for action in _seq(committed._2()):
+        for action in seq_list(committed._2()):
             kind = action.getClass().getSimpleName()
             if kind in _TABLE_ACTIONS:
-                raise FoldConflict(f"version {last} changed the table ({kind}) during the fold")
-            if kind == "RemoveFile" and _file_name(action.path()) in names:
-                raise FoldConflict(
-                    f"version {last} removed {_file_name(action.path())}, which the fold rewrote"
+                raise RewriteConflict(f"version {last} changed the table ({kind}) meanwhile")
+            if kind == "RemoveFile" and file_name(action.path()) in names:
+                raise RewriteConflict(
+                    f"version {last} removed {file_name(action.path())}, which the plan replaces"
                 )
     return last
 
@@ -255,9 +271,9 @@ _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 @contextmanager
 def _commit_settings(spark: Any, metadata: dict[str, object]) -> Iterator[None]:
-    """``metadata`` as the user metadata of the commit (the version the fold read, for its
-    history), and no history metrics (Delta takes a DELETE's from the SQL metrics of its own
-    DELETE command, which the fold has none of)."""
+    """``metadata`` as the user metadata of the commit (the step and the version it read, for
+    the history), and no history metrics (Delta takes a DELETE's or an OPTIMIZE's from the SQL
+    metrics of its own command, which a rewrite has none of)."""
     spark.conf.set(_HISTORY_METRICS, "false")
     spark.conf.set(_USER_METADATA, json.dumps(metadata))
     try:
@@ -272,22 +288,22 @@ _FILE = "_scd_file"
 _DATA_CHANGE = 4
 
 
-def _file_name(path: str) -> str:
+def file_name(path: str) -> str:
     """A data file's name: Delta names each file uniquely (part-...-<uuid>...), whether the log
     holds it relative to the table or as an absolute URI."""
     return str(path).rsplit("/", 1)[-1]
 
 
-def _seq(seq: Any) -> list[Any]:
+def seq_list(scala_seq: Any) -> list[Any]:
     """A Scala Seq from the JVM gateway as a Python list."""
-    iterator = seq.iterator()
+    iterator = scala_seq.iterator()
     items = []
     while iterator.hasNext():
         items.append(iterator.next())
     return items
 
 
-def _scala_list(jvm: Any, items: list[Any]) -> Any:
+def scala_list(jvm: Any, items: list[Any]) -> Any:
     """A Scala List (immutable Seq) of ``items``, for the JVM gateway."""
     values = jvm.java.util.ArrayList()
     for item in items:
@@ -295,7 +311,7 @@ def _scala_list(jvm: Any, items: list[Any]) -> Any:
     return jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toList()
 
 
-def _rearranged(add: Any) -> Any:
+def without_data_change(add: Any) -> Any:
     """The AddFile with ``dataChange = false`` and every other field as it is: Scala's
     ``copy`` takes each field, and ``copy$default$N`` returns field N's current value, so this
     holds whatever fields the running Delta version's AddFile has (4.0 has 11; 4.4 adds two)."""

@@ -29,8 +29,4 @@ MAINTENANCE_SESSION_CONF = {
     "spark.databricks.delta.snapshotPartitions": "1",
     "spark.sql.leafNodeDefaultParallelism": "1",
     "spark.sql.files.maxPartitionBytes": str(1 << 40),
-    # OPTIMIZE writes its bins in concurrent jobs of up to this many threads (15 by default):
-    # one task each, but together they held both cores, and packages waited for the compaction
-    # as they had for the fold (bench/README.md, the million-node store).
-    "spark.databricks.delta.optimize.maxThreads": "1",
 }

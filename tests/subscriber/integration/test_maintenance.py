@@ -17,7 +17,7 @@ import pytest
 
 from subscriber.maintenance import Maintenance, MaintenancePolicy
 from subscriber.spark import ACCESS_KEY, SECRET_KEY
-from subscriber.store import delta_maintenance
+from subscriber.store import compaction, delta_maintenance
 from subscriber.store.delta import DeltaStore
 from subscriber.store.fold_worker import FoldWorker
 from subscriber.store.rows import StoredNode
@@ -260,6 +260,10 @@ def test_a_fold_beside_imports_lands_and_never_fails_one(
         latest = max(int(p.stem) for p in log_dir.glob("*.json"))
         assert json.loads((log_dir / "_last_checkpoint").read_text())["version"] == latest
         assert (log_dir / f"{latest:020d}.checkpoint.parquet").is_file()
+        _compacted_by_the_worker(store, monkeypatch)
+        optimize = commit_actions(location, "OPTIMIZE")
+        assert optimize, "no compaction was committed"
+        assert all(not a[k]["dataChange"] for a in optimize for k in ("add", "remove") if k in a)
     import_one_at_a_time(reference, 24, offset - 24)
     actions = commit_actions(location, "DELETE")
     info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
@@ -281,6 +285,23 @@ def test_a_fold_beside_imports_lands_and_never_fails_one(
 def _checkpoint_in_this_process(*_: object) -> None:
     """In place of delta_maintenance.checkpoint: the worker, another process, must write it."""
     raise AssertionError("the checkpoint was written in the store's process")
+
+
+def _compaction_in_this_process(*_: object) -> None:
+    """In place of compaction.plan: the worker, another process, must compute it."""
+    raise AssertionError("the compaction was computed in the store's process")
+
+
+def _compacted_by_the_worker(store: DeltaStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compaction of every small file (a target of 1 GiB), computed by the store's worker and
+    committed by the store: fewer files, the same content."""
+    monkeypatch.setattr(compaction, "plan", _compaction_in_this_process)
+    files = store.file_stats().files
+    outcome = store.compact(1 << 30)
+    assert outcome.files_before == files
+    assert outcome.files_after is not None
+    assert outcome.files_after < files
+    assert store.file_stats().files == outcome.files_after
 
 
 def _nice(pid: int) -> int:
@@ -307,7 +328,8 @@ def test_the_fold_worker_folds_and_checkpoints_a_store_on_s3(
     spark: Any, s3_service: S3Service, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On s3a:// the worker reaches the store with the credentials of the store's session (sent
-    on its input): the store commits the fold it computed, and it writes the checkpoint."""
+    on its input): the store commits the fold and the compaction it computed, and it writes
+    the checkpoint."""
     s3 = services.s3_client(s3_service)
     s3.create_bucket(Bucket=unique_name)
     services.use_s3(spark, s3_service)
@@ -328,12 +350,14 @@ def test_the_fold_worker_folds_and_checkpoints_a_store_on_s3(
         scopes = store.state.scopes
         store.fold(1000)
         assert store.state.scopes < scopes
+        _compacted_by_the_worker(store, monkeypatch)
         store.checkpoint()
     listed = s3.list_objects_v2(Bucket=unique_name, Prefix="store/_delta_log/")["Contents"]
     versions = [int(Path(o["Key"]).stem) for o in listed if o["Key"].endswith(".json")]
     described = s3.get_object(Bucket=unique_name, Key="store/_delta_log/_last_checkpoint")
     assert json.loads(described["Body"].read())["version"] == max(versions)
     assert commit_actions_on_s3(s3, unique_name, versions, "DELETE"), "no fold was committed"
+    assert commit_actions_on_s3(s3, unique_name, versions, "OPTIMIZE"), "no compaction"
     assert content(spark, location) == (7, expected)
 
 

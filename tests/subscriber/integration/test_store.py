@@ -334,7 +334,8 @@ def test_a_fold_whose_files_another_commit_removed_is_dropped(
     the fold, and the table keeps the compaction's content, nothing twice."""
     from delta.tables import DeltaTable
 
-    from subscriber.store.folding import FoldConflict
+    from subscriber.store import compaction, delta_maintenance, folding
+    from subscriber.store.folding import RewriteConflict
 
     store = DeltaStore(spark, str(tmp_path / "store"))
     store.open()
@@ -344,14 +345,16 @@ def test_a_fold_whose_files_another_commit_removed_is_dropped(
 
     class CompactingFirst:
         def __enter__(self) -> None:
-            store.compact(1 << 30)
+            with delta_maintenance.active_session(store.maintenance_spark) as session:
+                compacted = compaction.plan(session, store.location, 1 << 30)
+                folding.commit(session, store.location, compacted, lock, folding.COMPACT)
             lock.acquire()
 
         def __exit__(self, *exc: object) -> None:
             lock.release()
 
     monkeypatch.setattr(store, "commit_lock", CompactingFirst())
-    with pytest.raises(FoldConflict, match="which the fold rewrote"):
+    with pytest.raises(RewriteConflict, match="which the plan replaces"):
         store.fold(1000)
     assert _latest(DeltaTable.forPath(spark, store.location))["operation"] == "OPTIMIZE"
     assert store.state is not None

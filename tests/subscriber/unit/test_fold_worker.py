@@ -25,10 +25,10 @@ from subscriber.store.fold_worker import (
     FoldWorker,
     FoldWorkerError,
 )
-from subscriber.store.folding import FoldConflict, FoldPlan
+from subscriber.store.folding import RewriteConflict, RewritePlan
 from tests.waiting import wait_for
 
-PLAN = FoldPlan(7, 10, 3, 1, ("part-a.parquet",), ('{"add": {}}', '{"remove": {}}'))
+PLAN = RewritePlan(7, 10, 3, 1, ("part-a.parquet",), ('{"add": {}}', '{"remove": {}}'))
 PLAN_FIELDS = json.loads(json.dumps(dataclasses.asdict(PLAN)))  # the plan as it crosses
 # A worker that reads its settings, then answers each request with the line the test gives.
 ANSWERING = """
@@ -55,10 +55,15 @@ def answering(answer: str) -> FoldWorker:
 
 
 def test_a_plan_crosses_as_json_and_back() -> None:
-    assert FoldPlan.from_dict(PLAN_FIELDS) == PLAN
+    assert RewritePlan.from_dict(PLAN_FIELDS) == PLAN
     with answering(json.dumps({"plan": PLAN_FIELDS})) as client:
         assert client.plan("/store", 100) == PLAN
         assert client.plan("/store", 100) == PLAN  # the same worker, one fold at a time
+        assert client.compaction("/store", 1 << 17) == PLAN  # a compaction's plan, likewise
+    with answering('{"plan": {"version": 1}}') as client:
+        with pytest.raises(FoldWorkerError, match="nonsense"):
+            client.compaction("/store", 1 << 17)
+        assert client.pid is None
 
 
 def _failed_fold(client: FoldWorker) -> None:
@@ -102,7 +107,7 @@ def test_a_checkpoint_is_done_only_when_the_worker_says_so() -> None:
 )
 def test_a_plan_that_is_not_one_is_refused(raw: object, error: str) -> None:
     with pytest.raises(ValueError, match=error):
-        FoldPlan.from_dict(raw)
+        RewritePlan.from_dict(raw)
 
 
 def test_the_worker_gets_a_local_master_whatever_the_store_s_session_has() -> None:
@@ -125,7 +130,11 @@ sys.stdin.readline()
         ('"a string"', "answered nonsense", FoldWorkerError),
         ('{"plan": {"version": 1}}', "answered nonsense", FoldWorkerError),
         ('{"error": "boom"}', "failed in the fold worker: boom", FoldWorkerError),
-        ('{"error": "version 9 removed x", "conflict": true}', "version 9 removed x", FoldConflict),
+        (
+            '{"error": "version 9 removed x", "conflict": true}',
+            "version 9 removed x",
+            RewriteConflict,
+        ),
     ],
 )
 def test_a_worker_s_bad_answer_fails_the_fold(
@@ -202,10 +211,18 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The worker's side (fold_worker.serve), with the fold and its session replaced."""
-    from subscriber.store import delta_maintenance, fold_worker, folding
+    from subscriber.store import compaction, delta_maintenance, fold_worker, folding
 
     monkeypatch.setattr(fold_worker, "_session", lambda *_: object())
     monkeypatch.setattr(folding, "plan", lambda *_: PLAN)
+    compacted = dataclasses.replace(PLAN, scopes=0)
+    targets: list[tuple[str, int]] = []
+
+    def compaction_plan(_: object, at: str, target: int) -> RewritePlan:
+        targets.append((at, target))
+        return compacted
+
+    monkeypatch.setattr(compaction, "plan", compaction_plan)
     monkeypatch.setattr(delta_maintenance, "active_session", contextlib.nullcontext)
     checkpointed: list[str] = []
     monkeypatch.setattr(delta_maintenance, "checkpoint", lambda _, at: checkpointed.append(at))
@@ -221,6 +238,7 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
         for request in (
             {"op": "fold", "location": "/store", "max_scopes": 5},
             {"op": "checkpoint", "location": "/store"},
+            {"op": "compact", "location": "/store", "target_file_bytes": 4096},
             {"op": "vacuum", "location": "/store"},
         ):
             ask.write(json.dumps(request).encode() + b"\n")
@@ -231,6 +249,8 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
         assert json.loads(answers.readline()) == {"plan": PLAN_FIELDS}
         assert json.loads(answers.readline()) == {"done": True}
         assert checkpointed == ["/store"]
+        assert json.loads(answers.readline()) == {"plan": {**PLAN_FIELDS, "scopes": 0}}
+        assert targets == [("/store", 4096)]
         assert json.loads(answers.readline()) == {"error": "no such step: 'vacuum'"}
         serving.join(10)
         assert not serving.is_alive(), "the idle worker did not exit"
