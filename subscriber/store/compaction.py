@@ -21,6 +21,7 @@ from subscriber.store.folding import (
     file_name,
     scala_list,
     seq_list,
+    transaction,
     without_data_change,
 )
 
@@ -36,10 +37,8 @@ def plan(spark: Any, location: str, target_file_bytes: int) -> RewritePlan:
     from pyspark.sql import functions as func
 
     jvm = spark.sparkContext._jvm
-    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location)
-    txn = delta_log.startTransaction()
+    delta_log, txn, version = transaction(spark, location)
     snapshot = txn.snapshot()
-    version = int(txn.readVersion())
     before = int(snapshot.numOfFiles())
     small = func.col("size") < small_file_bytes(target_file_bytes)
     files = sorted(

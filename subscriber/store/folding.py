@@ -78,10 +78,8 @@ def plan(spark: Any, location: str, max_scopes: int) -> RewritePlan:
     from pyspark.sql import functions as func
 
     jvm = spark.sparkContext._jvm
-    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location)
-    txn = delta_log.startTransaction()
+    delta_log, txn, version = transaction(spark, location)
     snapshot = txn.snapshot()
-    version = int(txn.readVersion())
     table = spark.read.format("delta").option("versionAsOf", version).load(location)
     before = int(snapshot.numOfFiles())
     folding = _oldest_scopes(table, max_scopes)
@@ -126,6 +124,16 @@ def plan(spark: Any, location: str, max_scopes: int) -> RewritePlan:
     return RewritePlan(
         version, before, int(scopes_folded), len(written), tuple(sorted(names)), tuple(actions)
     )
+
+
+def transaction(spark: Any, location: str) -> tuple[Any, Any, int]:
+    """A Delta transaction on the table's latest version (JVM gateway), which a plan reads that
+    version through and writes its files with: the table's DeltaLog, the transaction and the
+    version."""
+    jvm = spark.sparkContext._jvm
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location)
+    txn = delta_log.startTransaction()
+    return delta_log, txn, int(txn.readVersion())
 
 
 # The rewrites: their names in a commit's user metadata, and the fold worker's steps.
