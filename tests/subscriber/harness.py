@@ -164,22 +164,28 @@ def stored_paths(store: Store) -> set[str]:
     return {n.path for n in store.nodes()}
 
 
+# How long ``read_messages`` waits for a topic's first record (it returns as soon as the
+# topic's end is reached).
+FIRST_RECORD_S = 10.0
+
+
 def read_messages(journal: Journal, topic: str) -> list[tuple[int, Any]]:
     """Every message on a topic, decoded (offset, message): read up to the topic's end as it
-    was when called, or until nothing came for half a second (markers a position may never
-    pass)."""
+    was when called, or until nothing came for half a second after a record (markers a
+    position may never pass). Before the first record the consumer may take seconds to
+    fetch on a loaded machine: it gets FIRST_RECORD_S."""
     out: list[tuple[int, Any]] = []
     end = journal.latest_offset(topic)
     with journal.consumer(topic, Position.earliest()) as consumer:
-        quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < 0.5:
+        quiet_since, patience = time.monotonic(), FIRST_RECORD_S
+        while time.monotonic() - quiet_since < patience:
             records = consumer.poll(0.05)
             for r in records:
                 out.append((r.offset, m.decode(r.headers, r.value)))
             if consumer.positions().get(0, 0) >= end:
                 break
             if records:
-                quiet_since = time.monotonic()
+                quiet_since, patience = time.monotonic(), 0.5
         return out
 
 
