@@ -103,8 +103,17 @@ def driver_class_path(settings: SubscriberSettings) -> list[str]:
     master (LOCAL_FS_JAR_PREFIX), else none (``spark.jars`` load later, in another loader)."""
     if settings.spark_jars_installed:
         return list(settings.spark_jars)
-    local_fs = [j for j in settings.spark_jars if Path(j).name.startswith(LOCAL_FS_JAR_PREFIX)]
-    return local_fs[:1] if settings.spark_master.startswith("local") else []
+    local_fs = _local_fs_jar(settings)
+    return [local_fs] if local_fs is not None else []
+
+
+def _local_fs_jar(settings: SubscriberSettings) -> str | None:
+    """scd's local filesystem jar when it is among the session's jars and tasks run in the
+    driver (a local master): the filesystem is then used (LOCAL_FS_JAR_PREFIX)."""
+    if not settings.spark_master.startswith("local"):
+        return None
+    jars = (j for j in settings.spark_jars if Path(j).name.startswith(LOCAL_FS_JAR_PREFIX))
+    return next(jars, None)
 
 
 def class_archive_fingerprint_file(archive: Path) -> Path:
@@ -194,8 +203,7 @@ def spark_config(
             config["spark.jars"] = ",".join(settings.spark_jars)
         if class_path:
             config["spark.driver.extraClassPath"] = class_path
-        local_fs = [j for j in settings.spark_jars if Path(j).name.startswith(LOCAL_FS_JAR_PREFIX)]
-        if local_fs and settings.spark_master.startswith("local"):
+        if _local_fs_jar(settings) is not None:
             config.update(LOCAL_FS)
     else:
         config["spark.jars.packages"] = ",".join([DELTA_PACKAGE, *([S3A_PACKAGE] if on_s3 else [])])

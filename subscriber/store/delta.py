@@ -90,8 +90,8 @@ BOOKKEEPING_KINDS = (
 
 class DeltaStore:
     def __init__(self, spark: Any, location: str, fold_worker: FoldWorker | None = None) -> None:
-        """``fold_worker``: the process that computes this store's folds and writes its
-        checkpoints (none: its own maintenance session does)."""
+        """``fold_worker``: the process that computes this store's folds and compactions and
+        writes its checkpoints (none: its own maintenance session does)."""
         self.spark = spark
         self.location = location
         self.fold_worker = fold_worker
