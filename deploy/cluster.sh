@@ -227,11 +227,10 @@ api_token() {
 # each subscriber's JVM then starts faster.
 class_archive() {
     local name archive
-    # Named after the class path of its build (a local driver's).
-    name="$(SCD_SUBSCRIBER_SPARK_JARS="$1" SCD_SUBSCRIBER_SPARK_MASTER="local[2]" "$PYTHON" -c '
+    name="$(SCD_SUBSCRIBER_SPARK_JARS="$1" "$PYTHON" -c '
 from subscriber.settings import SubscriberSettings
-from subscriber.spark import default_class_archive_name, driver_class_path
-print(default_class_archive_name(driver_class_path(SubscriberSettings())))')"
+from subscriber.spark_archive import archive_name
+print(archive_name(SubscriberSettings()))')"
     archive="$SCD_HOME/spark/$name"
     if [[ ! -f "$archive" ]]; then
         scd_log "building the Spark class archive $archive (once)"

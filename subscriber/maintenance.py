@@ -60,7 +60,6 @@ from dataclasses import asdict, dataclass
 from subscriber.metrics import SubscriberMetrics
 from subscriber.settings import SubscriberSettings
 from subscriber.store.base import StepOutcome, Store
-from subscriber.store.delta_maintenance import small_file_bytes
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +255,7 @@ class Maintenance:
             self._run(CHECKPOINT, self._checkpoint),
             self._run(VACUUM, lambda: self.store.vacuum(full=True)),
         ]
-        return reports
+        return [report for report in reports if report is not None]
 
     def wait(self, timeout_s: float | None = None) -> None:
         """Wait for the step in the maintenance thread, if one runs (at shutdown, tests)."""
@@ -270,23 +269,19 @@ class Maintenance:
         )
 
     def _start_compact(self, now: float) -> None:
-        """Compaction once enough small files wait (counting them reads the file list, so the
-        maintenance thread does it). It commits with ``dataChange = false``, as a fold does:
-        appends committed meanwhile neither fail it nor fail."""
+        """Compaction once enough small files wait (the compaction counts them where it is
+        planned: listing them is a Spark job). It commits with ``dataChange = false``, as a
+        fold does: appends committed meanwhile neither fail it nor fail. One that found too
+        few small files is not reported."""
         policy, timed = self.policy, self._compact_timed(now)
         self._compact_check = False
         self._last[COMPACT] = now
         self._commits_at_compact = self.commits
-
-        def due() -> bool:
-            small_below = small_file_bytes(policy.target_file_bytes)
-            small = self.store.file_stats(small_below).small_files or 0
-            return small >= (2 if timed else policy.compact_min_files)
-
-        self._background(COMPACT, lambda: self.store.compact(policy.target_file_bytes), due=due)
+        least = 2 if timed else policy.compact_min_files
+        self._background(COMPACT, lambda: self.store.compact(policy.target_file_bytes, least))
 
     # ------------------------------------------------------------------ steps
-    def _purge(self, up_to_status: int) -> StepReport:
+    def _purge(self, up_to_status: int) -> StepReport | None:
         self._since_purge = 0
         self._last[PURGE] = self.clock()
         self._compact_check = True
@@ -331,7 +326,7 @@ class Maintenance:
     def _checkpoint(self) -> None:
         self.store.checkpoint()
 
-    def _check_retention(self, now: float, *, before_vacuum: bool) -> StepReport:
+    def _check_retention(self, now: float, *, before_vacuum: bool) -> StepReport | None:
         """The retention step, at start and before each VACUUM (which deletes by the table's
         retention: someone may have changed it, ``scd content maintain --retention-hours``)."""
         self._retention_checked, self._retention_fresh = True, before_vacuum
@@ -356,24 +351,18 @@ class Maintenance:
         step: str,
         action: Callable[[], StepOutcome | None],
         *,
-        due: Callable[[], bool] | None = None,
         failed: Callable[[], None] | None = None,
     ) -> None:
-        """Run ``step`` in the maintenance thread (when ``due`` says so). A failure is logged
-        and counted (``failures``, the metrics) and the step tried again when next due: it
-        never reaches the import thread."""
+        """Run ``step`` in the maintenance thread. A failure is logged and counted
+        (``failures``, the metrics) and the step tried again when next due: it never reaches
+        the import thread."""
 
         def run() -> None:
-            checked = False
             try:
                 self.store.in_maintenance_thread()
-                if due is None or due():
-                    checked = True
-                    self._run(step, action)  # counts a failure of the step in the metrics
+                self._run(step, action)  # counts a failure of the step in the metrics
                 return
             except Exception:
-                if not checked and self.metrics is not None:
-                    self.metrics.maintenance_failed(step)
                 log.warning(
                     "%s: store maintenance %s failed; trying again later",
                     self.name,
@@ -390,7 +379,9 @@ class Maintenance:
         self._worker = threading.Thread(target=run, name=f"{self.name}-{step}", daemon=True)
         self._worker.start()
 
-    def _run(self, step: str, action: Callable[[], StepOutcome | None]) -> StepReport:
+    def _run(self, step: str, action: Callable[[], StepOutcome | None]) -> StepReport | None:
+        """Run ``action``, and report it: logged, counted, in ``reports``; not a compaction
+        that found too few small files (None: it did nothing)."""
         started = time.perf_counter()
         try:
             outcome = action()
@@ -398,6 +389,8 @@ class Maintenance:
             if self.metrics is not None:
                 self.metrics.maintenance_failed(step)
             raise
+        if outcome is None and step == COMPACT:
+            return None
         seconds = time.perf_counter() - started
         report = StepReport(step, round(seconds, 3))
         if outcome is not None:

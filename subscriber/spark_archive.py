@@ -13,7 +13,7 @@ valid only for the JDK and the Spark classpath (down to the jars folder's path, 
 and time of each jar on the driver's own class path) that built it: the JDK silently ignores
 any other. So the build writes the fingerprint of both beside the
 archive (``PATH.fingerprint``), and a session given an archive whose fingerprint differs says so
-and starts without it. ``subscriber.spark.default_class_archive_name()`` changes with the
+and starts without it. ``archive_name(settings)`` is the name that changes with the
 fingerprint.
 """
 
@@ -32,6 +32,7 @@ from subscriber.spark import (
     QUIET_CLASS_ARCHIVE,
     class_archive_fingerprint,
     class_archive_fingerprint_file,
+    default_class_archive_name,
     driver_class_path,
     spark_session,
 )
@@ -44,6 +45,20 @@ TRAINING_PACKAGES = 6
 EXIT_TIMEOUT_S = 300.0
 
 
+def _build_settings(settings: SubscriberSettings, store_path: str) -> SubscriberSettings:
+    """``settings`` as the archive's build runs them: a local driver (the archive holds the
+    driver's classes, wherever tasks run) on the scratch store ``store_path``."""
+    return settings.model_copy(
+        update={"store_path": store_path, "spark_class_archive": None, "spark_master": "local[2]"}
+    )
+
+
+def archive_name(settings: SubscriberSettings) -> str:
+    """The name of the archive that ``build`` makes for ``settings`` (it changes with the
+    fingerprint of the build's class path)."""
+    return default_class_archive_name(driver_class_path(_build_settings(settings, "")))
+
+
 def build(settings: SubscriberSettings, archive: Path) -> float:
     """Write the archive for ``settings``' Spark jars to ``archive`` (replaced atomically, so
     JVMs starting meanwhile map the old one or the new one, never half of one); the seconds it
@@ -53,14 +68,7 @@ def build(settings: SubscriberSettings, archive: Path) -> float:
     partial = archive.with_name(f".{archive.name}.{os.getpid()}.partial")
     partial.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="scd-spark-archive-") as scratch:
-        training = settings.model_copy(
-            # A local driver: the archive holds the driver's classes, wherever tasks run.
-            update={
-                "store_path": str(Path(scratch) / "store"),
-                "spark_class_archive": None,
-                "spark_master": "local[2]",
-            }
-        )
+        training = _build_settings(settings, str(Path(scratch) / "store"))
         spark = spark_session(
             training,
             "scd-spark-archive",

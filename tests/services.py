@@ -643,11 +643,9 @@ def spark_class_archive() -> Path | None:
     import fcntl
 
     from subscriber.settings import SubscriberSettings
-    from subscriber.spark import default_class_archive_name, driver_class_path
+    from subscriber.spark_archive import archive_name
 
-    # The class path of the archive's build (a local driver) and of the tests' drivers.
-    built_with = SubscriberSettings(spark_master="local[2]", spark_jars=spark_jars())
-    archive = scd_home() / "spark" / default_class_archive_name(driver_class_path(built_with))
+    archive = scd_home() / "spark" / archive_name(SubscriberSettings(spark_jars=spark_jars()))
     if archive.is_file():
         return archive
     archive.parent.mkdir(parents=True, exist_ok=True)

@@ -77,7 +77,6 @@ class FileStats:
 
     files: int
     bytes: int
-    small_files: int | None = None  # below the size asked for (None: not asked)
 
 
 @dataclass(frozen=True)
@@ -152,11 +151,12 @@ class Store(Protocol):
 
     # Maintenance (subscriber.maintenance): each call is one short operation on the store that
     # changes neither content nor offset.
-    def file_stats(self, small_file_bytes: int | None = None) -> FileStats:
-        """Active data files (and how many are below ``small_file_bytes``)."""
+    def file_stats(self) -> FileStats:
+        """Active data files."""
 
-    def compact(self, target_file_bytes: int) -> StepOutcome:
-        """Merge files below ``target_file_bytes`` into files of up to that size."""
+    def compact(self, target_file_bytes: int, min_files: int = 2) -> StepOutcome | None:
+        """Merge the files below half ``target_file_bytes`` into files of up to that size
+        when at least ``min_files`` are; None, and nothing rewritten, when fewer are."""
 
     def vacuum(self, *, full: bool) -> StepOutcome:
         """Delete files no version younger than the store's retention (``set_retention``)

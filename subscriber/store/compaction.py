@@ -26,11 +26,11 @@ from subscriber.store.folding import (
 )
 
 
-def plan(spark: Any, location: str, target_file_bytes: int) -> RewritePlan:
+def plan(spark: Any, location: str, target_file_bytes: int, min_files: int = 2) -> RewritePlan:
     """The compaction of the table's latest version: its files below half
     ``target_file_bytes``, oldest first, in bins of up to ``target_file_bytes``, each bin
     written as one file (``dataChange = false``), uncommitted. Bins of one file are left as
-    they are; no file is rewritten when none are.
+    they are; no file is rewritten when none are, or when fewer than ``min_files`` are small.
 
     ``spark`` must be the thread's active session (delta_maintenance.active_session)."""
     from pyspark.sql import DataFrame
@@ -45,6 +45,8 @@ def plan(spark: Any, location: str, target_file_bytes: int) -> RewritePlan:
         snapshot.allFiles().where(small._jc).collectAsList(),
         key=lambda add: (add.modificationTime(), add.path()),
     )
+    if len(files) < min_files:
+        return RewritePlan(version, before, 0, 0, (), ())
     bins = [group for group in _bins(files, target_file_bytes) if len(group) > 1]
     written: list[Any] = []
     for group in bins:

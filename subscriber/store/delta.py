@@ -517,17 +517,20 @@ class DeltaStore:
         else to the imports' (subscriber/spark_pools.xml)."""
         self.spark.sparkContext.setLocalProperty(POOL_PROPERTY, STARTING_POOL if starting else None)
 
-    def file_stats(self, small_file_bytes: int | None = None) -> FileStats:
-        return delta_maintenance.file_stats(self.spark, self.location, small_file_bytes)
+    def file_stats(self) -> FileStats:
+        return delta_maintenance.file_stats(self.spark, self.location)
 
-    def compact(self, target_file_bytes: int) -> StepOutcome:
+    def compact(self, target_file_bytes: int, min_files: int = 2) -> StepOutcome | None:
         """Merge the small files (subscriber.store.compaction): planned by the fold worker when
-        the store has one, else in its maintenance session; committed here."""
+        the store has one, else in its maintenance session; committed here. The plan counts the
+        small files too (listing them is a Spark job over the table's state)."""
         with self._maintaining() as spark:
             if self.fold_worker is not None:
-                plan = self.fold_worker.compaction(self.location, target_file_bytes)
+                plan = self.fold_worker.compaction(self.location, target_file_bytes, min_files)
             else:
-                plan = compaction.plan(spark, self.location, target_file_bytes)
+                plan = compaction.plan(spark, self.location, target_file_bytes, min_files)
+            if not plan.rewritten:
+                return None
             outcome = folding.commit(spark, self.location, plan, self.commit_lock, folding.COMPACT)
         self._count(1)
         return outcome

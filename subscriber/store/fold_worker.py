@@ -144,10 +144,15 @@ class FoldWorker:
             self._stop()
             raise FoldWorkerError(f"the fold worker answered nonsense: {exc}") from None
 
-    def compaction(self, location: str, target_file_bytes: int) -> RewritePlan:
+    def compaction(self, location: str, target_file_bytes: int, min_files: int) -> RewritePlan:
         """The compaction of the store at ``location`` (subscriber.store.compaction), computed
         by the worker."""
-        request = {"op": COMPACT, "location": location, "target_file_bytes": target_file_bytes}
+        request = {
+            "op": COMPACT,
+            "location": location,
+            "target_file_bytes": target_file_bytes,
+            "min_files": min_files,
+        }
         return self._plan(self._asked(request))
 
     def checkpoint(self, location: str) -> bool:
@@ -307,8 +312,9 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
                     plan = folding.plan(spark, location, int(request["max_scopes"]))
                     reply = {"plan": dataclasses.asdict(plan)}
                 elif request["op"] == COMPACT:
-                    target = int(request["target_file_bytes"])
-                    reply = {"plan": dataclasses.asdict(compaction.plan(spark, location, target))}
+                    target, least = int(request["target_file_bytes"]), int(request["min_files"])
+                    rewrite = compaction.plan(spark, location, target, least)
+                    reply = {"plan": dataclasses.asdict(rewrite)}
                 elif request["op"] == CHECKPOINT:
                     delta_maintenance.checkpoint(spark, location)
                     reply = {"done": True}

@@ -42,15 +42,15 @@ class RewritePlan:
     def from_dict(cls, raw: object) -> RewritePlan:
         """A plan from ``dataclasses.asdict`` (decoded JSON); ValueError for anything else."""
         if not isinstance(raw, dict) or set(raw) != {f.name for f in dataclasses.fields(cls)}:
-            raise ValueError("a fold plan has exactly the fields of RewritePlan")
+            raise ValueError("a rewrite plan has exactly the fields of RewritePlan")
         counts = ("version", "files_before", "scopes", "added")
         for key in counts:
             value = raw[key]
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"a fold plan's {key} is an integer >= 0")
+                raise ValueError(f"a rewrite plan's {key} is an integer >= 0")
         lists = [raw["rewritten"], raw["actions"]]
         if not all(isinstance(v, list) and all(isinstance(i, str) for i in v) for v in lists):
-            raise ValueError("a fold plan's files and actions are lists of strings")
+            raise ValueError("a rewrite plan's files and actions are lists of strings")
         return cls(
             raw["version"],
             raw["files_before"],

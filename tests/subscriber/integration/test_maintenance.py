@@ -77,6 +77,19 @@ def test_maintenance_changes_no_content_no_offset_and_keeps_exactly_once(
     offset, nodes = content(spark, location)
     files_before = store.file_stats().files
     assert files_before >= 12
+    # The maintenance thread looks at the file count between imports: from Delta's checksum,
+    # without a Spark job on the imports' cores (listing the files is one).
+    context = spark.sparkContext
+    context.setJobGroup("file-stats", "the store's file count")
+    try:
+        store.file_stats()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    assert list(context.statusTracker().getJobIdsForGroup("file-stats")) == []
+    # Fewer small files than asked for: the compaction commits nothing.
+    versions = len(store.history())
+    assert store.compact(1 << 20, min_files=files_before + 1) is None
+    assert len(store.history()) == versions
 
     # A zero retention: nothing else writes the table while this runs.
     policy = MaintenancePolicy(retention_s=0.0, log_retention_s=3600.0, target_file_bytes=1 << 20)
@@ -298,6 +311,7 @@ def _compacted_by_the_worker(store: DeltaStore, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(compaction, "plan", _compaction_in_this_process)
     files = store.file_stats().files
     outcome = store.compact(1 << 30)
+    assert outcome is not None, "the worker found no small files to compact"
     assert outcome.files_before == files
     assert outcome.files_after is not None
     assert outcome.files_after < files

@@ -59,10 +59,10 @@ def test_a_plan_crosses_as_json_and_back() -> None:
     with answering(json.dumps({"plan": PLAN_FIELDS})) as client:
         assert client.plan("/store", 100) == PLAN
         assert client.plan("/store", 100) == PLAN  # the same worker, one fold at a time
-        assert client.compaction("/store", 1 << 17) == PLAN  # a compaction's plan, likewise
+        assert client.compaction("/store", 1 << 17, 2) == PLAN  # a compaction's plan, likewise
     with answering('{"plan": {"version": 1}}') as client:
         with pytest.raises(FoldWorkerError, match="nonsense"):
-            client.compaction("/store", 1 << 17)
+            client.compaction("/store", 1 << 17, 2)
         assert client.pid is None
 
 
@@ -216,10 +216,10 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
     monkeypatch.setattr(fold_worker, "_session", lambda *_: object())
     monkeypatch.setattr(folding, "plan", lambda *_: PLAN)
     compacted = dataclasses.replace(PLAN, scopes=0)
-    targets: list[tuple[str, int]] = []
+    targets: list[tuple[str, int, int]] = []
 
-    def compaction_plan(_: object, at: str, target: int) -> RewritePlan:
-        targets.append((at, target))
+    def compaction_plan(_: object, at: str, target: int, least: int) -> RewritePlan:
+        targets.append((at, target, least))
         return compacted
 
     monkeypatch.setattr(compaction, "plan", compaction_plan)
@@ -238,7 +238,7 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
         for request in (
             {"op": "fold", "location": "/store", "max_scopes": 5},
             {"op": "checkpoint", "location": "/store"},
-            {"op": "compact", "location": "/store", "target_file_bytes": 4096},
+            {"op": "compact", "location": "/store", "target_file_bytes": 4096, "min_files": 3},
             {"op": "vacuum", "location": "/store"},
         ):
             ask.write(json.dumps(request).encode() + b"\n")
@@ -250,7 +250,7 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
         assert json.loads(answers.readline()) == {"done": True}
         assert checkpointed == ["/store"]
         assert json.loads(answers.readline()) == {"plan": {**PLAN_FIELDS, "scopes": 0}}
-        assert targets == [("/store", 4096)]
+        assert targets == [("/store", 4096, 3)]
         assert json.loads(answers.readline()) == {"error": "no such step: 'vacuum'"}
         serving.join(10)
         assert not serving.is_alive(), "the idle worker did not exit"

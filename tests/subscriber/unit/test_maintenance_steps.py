@@ -86,6 +86,27 @@ def test_each_call_runs_the_first_due_step_only() -> None:
     assert store.maintenance_calls[-1] == ("vacuum", (False,))  # then LITE
 
 
+def test_a_compaction_that_finds_too_few_small_files_is_not_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The compaction counts the small files itself (where it is planned: the store's process
+    lists no files to see whether one is due); finding fewer than ``compact_min_files`` it
+    rewrites nothing, and no report, log line or metric says it ran."""
+    caplog.set_level("INFO", logger="subscriber.maintenance")
+    store = committed_store(5)
+    metrics = SubscriberMetrics("sub")
+    policy = MaintenancePolicy(purge_every_commits=5, compact_min_files=6, interval_s=60)
+    maintenance = Maintenance("sub", store, policy, metrics=metrics, clock=Clock())
+    maintenance.commits_since_purge = 5
+    ran = [run_step(maintenance, store) for _ in range(3)]
+    assert ran == ["purge", "retention", "compact"]
+    assert store.files == 5  # nothing rewritten
+    assert [r.step for r in maintenance.reports] == ["purge", "retention"]
+    assert 'step="compact"' not in metrics.render().decode()
+    assert "store maintenance retention" in caplog.text
+    assert "store maintenance compact" not in caplog.text
+
+
 def test_maintenance_off_only_purges_folds_and_checkpoints() -> None:
     store = committed_store(4)
     clock = Clock()
@@ -210,9 +231,9 @@ class BlockingSteps(MemoryStore):
         self._block("checkpoint")
         super().checkpoint()
 
-    def compact(self, target_file_bytes: int) -> StepOutcome:
+    def compact(self, target_file_bytes: int, min_files: int = 2) -> StepOutcome | None:
         self._block("compact")
-        return super().compact(target_file_bytes)
+        return super().compact(target_file_bytes, min_files)
 
     def vacuum(self, *, full: bool) -> StepOutcome:
         self._block("vacuum")
@@ -323,8 +344,10 @@ def test_commits_go_on_during_a_fold_and_a_checkpoint_and_nothing_else_starts() 
 
 @dataclass
 class FailingCompaction(MemoryStore):
-    def compact(self, target_file_bytes: int) -> StepOutcome:
-        raise RuntimeError(f"compaction to {target_file_bytes} bytes went wrong")
+    def compact(self, target_file_bytes: int, min_files: int = 2) -> StepOutcome | None:
+        raise RuntimeError(
+            f"compaction of {min_files} files to {target_file_bytes} bytes went wrong"
+        )
 
 
 def test_a_failing_step_is_logged_counted_and_does_not_stop_imports(
