@@ -685,7 +685,8 @@ def paced(args: argparse.Namespace) -> dict[str, Any]:
                 stdout=subprocess.PIPE,
                 text=True,
             ).stdout
-            found = {"run": r, "tree": tree, **json.loads(out)}
+            # From the first object: a JVM may print lines of its own first (Delta's VACUUM).
+            found = {"run": r, "tree": tree, **json.loads(out[out.find("{") :])}
             runs.append(found)
             print(json.dumps(found), file=sys.stderr, flush=True)
     table: dict[str, Any] = {}

@@ -2,12 +2,13 @@
 
 The import loop calls ``Maintenance.step`` when a poll found nothing to import, and after each
 commit for the steps of the maintenance thread only (under a steady stream no poll comes back
-empty); each call starts at most one step. The purge and the retention run right there, on
-an idle poll (both short; they change rows or metadata an import depends on, so they must not
-run beside one); the fold, the checkpoint, the compaction and VACUUM run in the maintenance
-thread while imports go on, and nothing else is started until the step in it ended. None of
-those four can make an import fail: imports are blind appends, and none of them deletes a file
-an import reads. Their Spark work yields cores to the imports' (DeltaStore.in_maintenance_thread,
+empty); each call starts at most one step. The purge runs right there, on an idle poll (it
+rewrites the files of recent imports, holding the store's commit lock); the fold, the
+checkpoint, the compaction and VACUUM's turn (the retention step, then VACUUM) run in the
+maintenance thread while imports go on, and nothing else is started until the step in it
+ended. None of them can make an import fail: imports are blind appends, none of them deletes a
+file an import reads, and the retention step changes the table's properties under the commit
+lock. Their Spark work yields cores to the imports' (DeltaStore.in_maintenance_thread,
 subscriber/spark_pools.xml), but on a small machine it still shares the CPU with them.
 The purge goes first; the due steps of the maintenance thread then take turns, the one started
 least recently first (none starves another: on a large store under a steady stream a
@@ -32,13 +33,13 @@ checkpoint takes longer than the commits that make the next one due). The steps:
 * ``checkpoint``: a Delta checkpoint once enough commits were made; Delta also deletes log
   entries older than the retention when it writes one;
 * ``retention``: the table keeps its log and removed files for the retention (table
-  properties, which VACUUM and the log cleanup go by; checked at start and before each
-  VACUUM, set when they differ);
+  properties, which VACUUM and the log cleanup go by; checked at start and right before each
+  VACUUM, in VACUUM's turn, set when they differ);
 * ``compact``: the small files merged (subscriber.store.compaction: planned like a fold,
   committed as an OPTIMIZE) once ``compact_min_files`` files are below half ``target_file_bytes``
   (considered after each purge, and after ``interval_s`` for any two small files left);
 * ``vacuum``: VACUUM with the retention every ``interval_s``: it deletes only files no version
-  within the retention reads and commits no data.
+  within the retention reads and commits nothing (by the fold worker when the store has one).
 
 ``purge``, ``fold`` and ``checkpoint`` always run (without them reads slow down with every
 commit); the others only when maintenance is enabled. None changes content or offset
@@ -50,6 +51,7 @@ counted (subscriber.metrics); a step of the maintenance thread that fails is log
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -147,7 +149,6 @@ class Maintenance:
         started = clock()
         self._last = {PURGE: started, COMPACT: started, VACUUM: started}
         self._retention_checked = False  # in this process
-        self._retention_fresh = False  # checked since the last VACUUM started
         self._compact_check = False  # a purge ran: see whether compaction is due
         self._commits_at_compact = 0
         self._fold_not_before = started
@@ -161,7 +162,6 @@ class Maintenance:
         self._starts = 0
         self._turns: dict[str, int] = {}
         self.failures = 0  # steps of the maintenance thread that failed
-        self._vacuumed = False
 
     # ------------------------------------------------------------------ commits
     @property
@@ -181,11 +181,10 @@ class Maintenance:
 
     def step(self, *, inline: bool = True) -> StepReport | None:
         """Start a step that is due, if any (the import loop calls this when a poll found
-        nothing, and with ``inline`` False after each commit). The purge and the
-        retention run here, only when ``inline``, and return their report; a failing one raises
-        and is tried again after as many commits, or ``interval_s``. The others start in the
-        maintenance thread and return None (their reports land in ``reports``); nothing is
-        started while one runs."""
+        nothing, and with ``inline`` False after each commit). The purge runs here, only when
+        ``inline``, and returns its report; a failing one raises and is tried again after as
+        many commits, or ``interval_s``. The others start in the maintenance thread and return
+        None (their reports land in ``reports``); nothing is started while one runs."""
         if self.busy:
             return None
         policy, state, now = self.policy, self.store.state, self.clock()
@@ -214,33 +213,26 @@ class Maintenance:
         due = [CHECKPOINT] if checkpoint_due else []
         if fold_due:
             due.append(FOLD)
-        vacuum_due = False
         if policy.enabled:
-            vacuum_due = now - self._last[VACUUM] >= policy.interval_s
-            # VACUUM's turn starts with the retention step: at start, and before each VACUUM.
-            if vacuum_due or not self._retention_checked:
+            # VACUUM's turn: the retention step, then VACUUM when due (at start, the retention
+            # alone).
+            if now - self._last[VACUUM] >= policy.interval_s or not self._retention_checked:
                 due.append(VACUUM)
             if self._compact_check or self._compact_timed(now):
                 due.append(COMPACT)
-        due.sort(key=lambda step: self._turns.get(step, -1))
-        for step in due:
-            if step == VACUUM and not (vacuum_due and self._retention_fresh):
-                if inline:
-                    return self._check_retention(now, before_vacuum=vacuum_due)
-                continue  # no VACUUM by a retention not checked: the next due step
-            self._start(step, now)
-            return None
+        if due:
+            self._start(min(due, key=lambda step: self._turns.get(step, -1)), now)
         return None
 
     def _start(self, step: str, now: float) -> None:
         if step == CHECKPOINT:
-            self._background(CHECKPOINT, self._checkpoint)
+            self._background(CHECKPOINT, lambda: self._run(CHECKPOINT, self._checkpoint))
         elif step == FOLD:
             self._start_fold()
         elif step == COMPACT:
             self._start_compact(now)
         else:
-            self._start_vacuum()
+            self._start_vacuum(now)
 
     def run_all(self, *, up_to_status: int = -1) -> list[StepReport]:
         """Every step now, in order, in this thread (``scd content maintain``)."""
@@ -253,7 +245,7 @@ class Maintenance:
             self._run(COMPACT, lambda: self.store.compact(policy.target_file_bytes)),
             self._run(RETENTION, self._set_retention),
             self._run(CHECKPOINT, self._checkpoint),
-            self._run(VACUUM, lambda: self.store.vacuum(full=True)),
+            self._run(VACUUM, self.store.vacuum),
         ]
         return [report for report in reports if report is not None]
 
@@ -278,7 +270,8 @@ class Maintenance:
         self._last[COMPACT] = now
         self._commits_at_compact = self.commits
         least = 2 if timed else policy.compact_min_files
-        self._background(COMPACT, lambda: self.store.compact(policy.target_file_bytes, least))
+        compact = functools.partial(self.store.compact, policy.target_file_bytes, least)
+        self._background(COMPACT, lambda: self._run(COMPACT, compact))
 
     # ------------------------------------------------------------------ steps
     def _purge(self, up_to_status: int) -> StepReport | None:
@@ -313,7 +306,7 @@ class Maintenance:
         def failed() -> None:
             self._fold_not_before = self.clock() + min(FOLD_RETRY_S, self.policy.interval_s)
 
-        self._background(FOLD, self._fold, failed=failed)
+        self._background(FOLD, lambda: self._run(FOLD, self._fold), failed=failed)
 
     def _fold(self) -> StepOutcome:
         outcome = self.store.fold(self.policy.fold_max_scopes)
@@ -326,41 +319,38 @@ class Maintenance:
     def _checkpoint(self) -> None:
         self.store.checkpoint()
 
-    def _check_retention(self, now: float, *, before_vacuum: bool) -> StepReport | None:
-        """The retention step, at start and before each VACUUM (which deletes by the table's
-        retention: someone may have changed it, ``scd content maintain --retention-hours``)."""
-        self._retention_checked, self._retention_fresh = True, before_vacuum
-        try:
-            return self._run(RETENTION, self._set_retention)
-        except Exception:
-            self._retention_fresh = False
-            self._last[VACUUM] = now  # no VACUUM by a retention not checked: both again later
-            raise
-
     def _set_retention(self) -> None:
         self.store.set_retention(self.policy.retention_s, self.policy.log_retention_s)
 
-    def _start_vacuum(self) -> None:
-        full, self._vacuumed = not self._vacuumed, True  # the first one also finds orphans
-        self._retention_fresh = False
-        self._last[VACUUM] = self.clock()
-        self._background(VACUUM, lambda: self.store.vacuum(full=full))
+    def _start_vacuum(self, now: float) -> None:
+        """VACUUM's turn: the retention step, at start and before each VACUUM (which deletes
+        by the table's retention: someone may have changed it, ``scd content maintain
+        --retention-hours``), then VACUUM when it is due. Both in the maintenance thread: on an
+        idle poll only, the retention (and so VACUUM) never ran under a steady stream. A
+        failing retention step skips that VACUUM: both come again after the interval."""
+        vacuum = now - self._last[VACUUM] >= self.policy.interval_s
+        self._retention_checked = True
+        if vacuum:
+            self._last[VACUUM] = now
+
+        def turn() -> None:
+            self._run(RETENTION, self._set_retention)
+            if vacuum:
+                self._run(VACUUM, self.store.vacuum)
+
+        self._background(VACUUM, turn)
 
     def _background(
-        self,
-        step: str,
-        action: Callable[[], StepOutcome | None],
-        *,
-        failed: Callable[[], None] | None = None,
+        self, step: str, work: Callable[[], object], *, failed: Callable[[], None] | None = None
     ) -> None:
-        """Run ``step`` in the maintenance thread. A failure is logged and counted
-        (``failures``, the metrics) and the step tried again when next due: it never reaches
-        the import thread."""
+        """Start ``step``'s turn in the maintenance thread: ``work``, which runs (``_run``)
+        the step, or the steps of the turn. A failure is logged and counted (``failures``, the
+        metrics) and the step tried again when next due: it never reaches the import thread."""
 
         def run() -> None:
             try:
                 self.store.in_maintenance_thread()
-                self._run(step, action)  # counts a failure of the step in the metrics
+                work()  # _run counts a failure of the step in the metrics
                 return
             except Exception:
                 log.warning(

@@ -113,7 +113,7 @@ def _train(spark: Any, location: str) -> None:
     store.checkpoint()
     store.fold(100)
     store.compact(1 << 20)
-    store.vacuum(full=False)
+    store.vacuum()
     store.nodes("/")
     store.node("/content/site/p0")
     store.history()

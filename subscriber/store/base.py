@@ -158,10 +158,9 @@ class Store(Protocol):
         """Merge the files below half ``target_file_bytes`` into files of up to that size
         when at least ``min_files`` are; None, and nothing rewritten, when fewer are."""
 
-    def vacuum(self, *, full: bool) -> StepOutcome:
+    def vacuum(self) -> StepOutcome:
         """Delete files no version younger than the store's retention (``set_retention``)
-        reads (``full``: also files no version ever read, such as those of a commit that
-        crashed)."""
+        reads, and files no version ever read, such as those of a commit that crashed."""
 
     def set_retention(self, retention_s: float, log_retention_s: float) -> bool:
         """Keep removed files ``retention_s`` and the log ``log_retention_s``; True when that

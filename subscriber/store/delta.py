@@ -535,16 +535,23 @@ class DeltaStore:
         self._count(1)
         return outcome
 
-    def vacuum(self, *, full: bool) -> StepOutcome:
+    def vacuum(self) -> StepOutcome:
+        """VACUUM (delta_maintenance.vacuum): by the fold worker when the store has one, else in
+        its maintenance session."""
+        if self.fold_worker is not None:
+            files = self.file_stats().files
+            deleted, reclaimed = self.fold_worker.vacuum(self.location)
+            return StepOutcome(files, files, deleted, reclaimed)
         with self._maintaining() as spark:
-            outcome = delta_maintenance.vacuum(spark, self.location, full=full)
-        self._count(2)  # VACUUM START and END
-        return outcome
+            return delta_maintenance.vacuum(spark, self.location)
 
     def set_retention(self, retention_s: float, log_retention_s: float) -> bool:
-        changed = delta_maintenance.set_retention(
-            self.spark, self.location, retention_s, log_retention_s
-        )
+        """Under the commit lock: a change of the table's properties fails an import that
+        read the table before it (Delta's MetadataChangedException)."""
+        with self._maintaining() as spark, self.commit_lock:
+            changed = delta_maintenance.set_retention(
+                spark, self.location, retention_s, log_retention_s
+            )
         self._count(int(changed))
         return changed
 

@@ -3,8 +3,8 @@ through DeltaStore): file statistics, checkpoints, VACUUM and the table's retent
 and the compaction: subscriber.store.folding, subscriber.store.compaction).
 
 None of them changes content or offset. A checkpoint commits nothing; VACUUM only deletes files
-no version within the retention reads (its START/END commits carry no data); the retention is
-two table properties. So they may run between any two imports without touching exactly-once.
+no version within the retention reads, and commits nothing either; the retention is two table
+properties. So they may run between any two imports without touching exactly-once.
 """
 
 from __future__ import annotations
@@ -71,37 +71,32 @@ def small_file_bytes(target_file_bytes: int) -> int:
     return max(1, int(target_file_bytes) // 2)
 
 
-def vacuum(spark: Any, location: str, *, full: bool) -> StepOutcome:
-    """VACUUM with the table's retention (``set_retention``). No RETAIN clause: Delta rounds
-    one to whole hours (and refuses less than 7 days unless a session check is off), while the
-    table property is honoured to the second, so a retention of minutes works as set.
-    LITE (the log says which files were removed) unless ``full`` (lists the directory: also
-    finds files of commits that never landed); a LITE run the log cannot serve runs FULL."""
-    from delta.tables import DeltaTable
-
+def vacuum(spark: Any, location: str) -> StepOutcome:
+    """Delete the files no version within the table's retention (``set_retention``) reads:
+    those Delta's VACUUM finds (its DRY RUN: it lists the table's directory, so it also finds
+    files of commits that never landed), deleted here. Delta's VACUUM itself would commit its
+    START and END: only the table's one writer may commit, and this runs in the fold worker
+    too (subscriber.store.fold_worker), out of the imports' JVM, where a VACUUM of the
+    million-node store made the packages beside it wait over twice their median. No RETAIN
+    clause: Delta rounds one to whole hours (and refuses less than 7 days unless a session
+    check is off), while the table property is honoured to the second, so a retention of
+    minutes works as set."""
     files = file_stats(spark, location).files
     spark.conf.set(LISTING_PARALLELISM, spark.conf.get("spark.sql.shuffle.partitions"))
-    table = DeltaTable.forPath(spark, location)
-    last = _last_version(table)
-    try:
-        spark.sql(f"VACUUM {quoted(location)} {'' if full else 'LITE'}")
-    except Exception:
-        if full:
-            raise
-        log.info("VACUUM LITE of %s cannot run; running a full one", location, exc_info=True)
-        spark.sql(f"VACUUM {quoted(location)}")
+    found = [row["path"] for row in spark.sql(f"VACUUM {quoted(location)} DRY RUN").collect()]
+    jvm = spark.sparkContext._jvm
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     deleted, reclaimed = 0, 0
-    for row in table.history().where(f"version > {last}").collect():
-        if row["operation"] == "VACUUM START":
-            metrics = row["operationMetrics"] or {}
-            deleted += int(metrics.get("numFilesToDelete", 0))
-            reclaimed += int(metrics.get("sizeOfDataToDelete", 0))
+    for name in found:
+        path = jvm.org.apache.hadoop.fs.Path(name)
+        filesystem = path.getFileSystem(hadoop)
+        try:
+            size = int(filesystem.getFileStatus(path).getLen())
+        except Exception:  # gone meanwhile (another VACUUM): nothing to delete
+            continue
+        if filesystem.delete(path, False):
+            deleted, reclaimed = deleted + 1, reclaimed + size
     return StepOutcome(files, files, deleted, reclaimed)
-
-
-def _last_version(table: Any) -> int:
-    row = table.history(1).select("version").first()
-    return -1 if row is None else int(row["version"])
 
 
 def retention_interval(retention_s: float) -> str:

@@ -1,7 +1,7 @@
 """A fold worker: a process of its own, at the lowest CPU priority, that computes the stores'
-folds and compactions (subscriber.store.folding.plan, subscriber.store.compaction.plan) and
-writes their checkpoints (subscriber.store.delta_maintenance.checkpoint), so that the imports
-keep the cores.
+folds and compactions (subscriber.store.folding.plan, subscriber.store.compaction.plan),
+writes their checkpoints and runs their VACUUMs (subscriber.store.delta_maintenance), so that
+the imports keep the cores.
 
 On one machine a fold's work (it reads, joins and rewrites files: seconds to minutes of one
 core) and the imports share the CPU, whatever Spark's scheduler pools say: with a fold running,
@@ -13,7 +13,8 @@ process can: this one runs at nice 19, so the kernel gives the imports' process 
 writes the new files and hands back the actions (a RewritePlan); the store commits them under
 its lock, as the table's one writer (on S3, Delta's log must be written by one process). A
 checkpoint commits nothing: the worker writes it whole (the state of a committed version), and
-the store's next read of its log starts there.
+the store's next read of its log starts there. Nor does its VACUUM: it deletes files no
+version within the retention reads.
 
 The worker is a child of the subscriber's process with a local Spark session (``local[1]``)
 made from the store's session's settings, sent on its standard input; the S3 credentials come
@@ -56,7 +57,7 @@ DEFAULT_IDLE_S = 120.0
 # about 1 KiB each on the million-node store).
 MAX_LINE_BYTES = 64 << 20
 # The steps it runs (besides folding.FOLD and folding.COMPACT).
-CHECKPOINT = "checkpoint"
+CHECKPOINT, VACUUM = "checkpoint", "vacuum"
 # What the reader hands on for a line past the bound (not a line the worker can write).
 OVERSIZED = b"\x00"
 # The store's session's settings that are its process's own, not the worker's.
@@ -166,6 +167,16 @@ class FoldWorker:
             self._stop()
             raise FoldWorkerError(f"the fold worker answered nonsense: {reply!r:.200}")
         return True
+
+    def vacuum(self, location: str) -> tuple[int, int]:
+        """VACUUM of the store at ``location`` (delta_maintenance.vacuum), by the worker: the
+        files it deleted and their bytes."""
+        reply = self._asked({"op": VACUUM, "location": location})
+        counts = reply.get("deleted"), reply.get("bytes")
+        if not all(type(n) is int and n >= 0 for n in counts):
+            self._stop()
+            raise FoldWorkerError(f"the fold worker answered nonsense: {reply!r:.200}")
+        return int(reply["deleted"]), int(reply["bytes"])
 
     @overload
     def _asked(self, request: dict[str, Any]) -> dict[str, Any]: ...
@@ -293,7 +304,7 @@ def _read_lines(stream: IO[bytes], replies: queue.Queue[bytes]) -> None:
 # ---------------------------------------------------------------------- the worker's side
 def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     """The worker: its Spark settings on the first line, then one step per line (``op``:
-    FOLD, COMPACT or CHECKPOINT). ``requests`` is unbuffered (see ``_ready``)."""
+    FOLD, COMPACT, CHECKPOINT or VACUUM). ``requests`` is unbuffered (see ``_ready``)."""
     from subscriber.store import compaction, delta_maintenance, folding
 
     first = requests.readline(MAX_LINE_BYTES)
@@ -318,6 +329,9 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
                 elif request["op"] == CHECKPOINT:
                     delta_maintenance.checkpoint(spark, location)
                     reply = {"done": True}
+                elif request["op"] == VACUUM:
+                    done = delta_maintenance.vacuum(spark, location)
+                    reply = {"deleted": done.files_deleted, "bytes": done.bytes_reclaimed}
                 else:
                     reply = {"error": f"no such step: {request['op']!r:.100}"}
         except RewriteConflict as exc:
@@ -357,7 +371,10 @@ def main() -> None:
     """The worker process (WORKER_COMMAND)."""
     os.nice(NICE)  # before its JVM starts: the JVM's threads inherit it
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    # Its output is the protocol's: anything else printed goes to the error stream.
-    protocol, sys.stdout = sys.stdout.buffer, sys.stderr
+    # Its output is the protocol's: anything else printed goes to the error stream, the
+    # output of its JVM (which inherits the descriptor) too.
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
     # Unbuffered: a request read ahead into a buffer is one that select() does not see.
     serve(os.fdopen(sys.stdin.fileno(), "rb", buffering=0), protocol)

@@ -214,8 +214,8 @@ class MemoryStore:
         before, self.files = self.files, 1
         return StepOutcome(before, self.files)
 
-    def vacuum(self, *, full: bool) -> StepOutcome:
-        self.maintenance_calls.append(("vacuum", (full,)))
+    def vacuum(self) -> StepOutcome:
+        self.maintenance_calls.append(("vacuum", ()))
         return StepOutcome(self.files, self.files)
 
     def set_retention(self, retention_s: float, log_retention_s: float) -> bool:

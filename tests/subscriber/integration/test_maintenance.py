@@ -131,9 +131,9 @@ def test_maintenance_changes_no_content_no_offset_and_keeps_exactly_once(
     # VACUUM goes by the table's retention, to the second: files removed just now stay for a
     # retention of 20 minutes (a RETAIN clause would round it to 0 hours and delete them).
     assert store.set_retention(1200.0, 3600.0)
-    assert store.vacuum(full=False).files_deleted == 0
+    assert store.vacuum().files_deleted == 0
     store.set_retention(0.0, 3600.0)
-    assert store.vacuum(full=False).files_deleted > 0  # LITE: from the log
+    assert store.vacuum().files_deleted > 0
     assert data_files_on_disk(location) == active_files(spark, location)
 
 
@@ -277,6 +277,8 @@ def test_a_fold_beside_imports_lands_and_never_fails_one(
         optimize = commit_actions(location, "OPTIMIZE")
         assert optimize, "no compaction was committed"
         assert all(not a[k]["dataChange"] for a in optimize for k in ("add", "remove") if k in a)
+        _vacuumed_by_the_worker(store, monkeypatch)
+        assert data_files_on_disk(location) == active_files(spark, location)
     import_one_at_a_time(reference, 24, offset - 24)
     actions = commit_actions(location, "DELETE")
     info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
@@ -318,6 +320,23 @@ def _compacted_by_the_worker(store: DeltaStore, monkeypatch: pytest.MonkeyPatch)
     assert store.file_stats().files == outcome.files_after
 
 
+def _vacuum_in_this_process(*_: object) -> None:
+    """In place of delta_maintenance.vacuum: the worker, another process, must run it."""
+    raise AssertionError("VACUUM ran in the store's process")
+
+
+def _vacuumed_by_the_worker(store: DeltaStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A VACUUM with no retention, run by the store's worker: it deletes the files the fold and
+    the compaction replaced, and commits nothing."""
+    monkeypatch.setattr(delta_maintenance, "vacuum", _vacuum_in_this_process)
+    store.set_retention(0.0, 3600.0)
+    versions = len(store.history())
+    outcome = store.vacuum()
+    assert outcome.files_deleted > 0
+    assert outcome.bytes_reclaimed > 0
+    assert len(store.history()) == versions
+
+
 def _nice(pid: int) -> int:
     """A process's nice value (/proc/PID/stat, field 19)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -343,7 +362,7 @@ def test_the_fold_worker_folds_and_checkpoints_a_store_on_s3(
 ) -> None:
     """On s3a:// the worker reaches the store with the credentials of the store's session (sent
     on its input): the store commits the fold and the compaction it computed, and it writes
-    the checkpoint."""
+    the checkpoint and runs VACUUM."""
     s3 = services.s3_client(s3_service)
     s3.create_bucket(Bucket=unique_name)
     services.use_s3(spark, s3_service)
@@ -365,7 +384,11 @@ def test_the_fold_worker_folds_and_checkpoints_a_store_on_s3(
         store.fold(1000)
         assert store.state.scopes < scopes
         _compacted_by_the_worker(store, monkeypatch)
+        _vacuumed_by_the_worker(store, monkeypatch)
+        active = store.file_stats().files
         store.checkpoint()
+    objects = s3.list_objects_v2(Bucket=unique_name, Prefix="store/part-")["Contents"]
+    assert len(objects) == active  # what VACUUM left: the files the last version reads
     listed = s3.list_objects_v2(Bucket=unique_name, Prefix="store/_delta_log/")["Contents"]
     versions = [int(Path(o["Key"]).stem) for o in listed if o["Key"].endswith(".json")]
     described = s3.get_object(Bucket=unique_name, Key="store/_delta_log/_last_checkpoint")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from subscriber.store.base import StepOutcome
 from subscriber.store.fold_worker import (
     MAX_LINE_BYTES,
     WORKER_COMMAND,
@@ -90,6 +91,15 @@ def test_a_checkpoint_is_done_only_when_the_worker_says_so() -> None:
         with pytest.raises(FoldWorkerError, match="failed in the fold worker: disk full") as err:
             client.checkpoint("/store")
         assert err.value.retriable
+
+
+def test_a_vacuum_reports_what_the_worker_says_it_deleted() -> None:
+    with answering(json.dumps({"deleted": 3, "bytes": 4096})) as client:
+        assert client.vacuum("/store") == (3, 4096)
+    for answer in ('{"deleted": -1, "bytes": 0}', '{"deleted": 1, "bytes": 1.5}', '{"done": true}'):
+        with answering(answer) as client, pytest.raises(FoldWorkerError, match="nonsense"):
+            client.vacuum("/store")
+        assert client.pid is None  # stopped: the next step starts another
 
 
 @pytest.mark.parametrize(
@@ -226,6 +236,14 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
     monkeypatch.setattr(delta_maintenance, "active_session", contextlib.nullcontext)
     checkpointed: list[str] = []
     monkeypatch.setattr(delta_maintenance, "checkpoint", lambda _, at: checkpointed.append(at))
+    vacuumed = StepOutcome(9, 9, files_deleted=2, bytes_reclaimed=300)
+    vacuumed_at: list[str] = []
+
+    def vacuum(_: object, at: str) -> StepOutcome:
+        vacuumed_at.append(at)
+        return vacuumed
+
+    monkeypatch.setattr(delta_maintenance, "vacuum", vacuum)
     requests_in, requests_out = os.pipe()
     replies_in, replies_out = os.pipe()
     with (
@@ -240,6 +258,7 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
             {"op": "checkpoint", "location": "/store"},
             {"op": "compact", "location": "/store", "target_file_bytes": 4096, "min_files": 3},
             {"op": "vacuum", "location": "/store"},
+            {"op": "optimize", "location": "/store"},
         ):
             ask.write(json.dumps(request).encode() + b"\n")
         ask.flush()
@@ -251,7 +270,9 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
         assert checkpointed == ["/store"]
         assert json.loads(answers.readline()) == {"plan": {**PLAN_FIELDS, "scopes": 0}}
         assert targets == [("/store", 4096, 3)]
-        assert json.loads(answers.readline()) == {"error": "no such step: 'vacuum'"}
+        assert json.loads(answers.readline()) == {"deleted": 2, "bytes": 300}
+        assert vacuumed_at == ["/store"]
+        assert json.loads(answers.readline()) == {"error": "no such step: 'optimize'"}
         serving.join(10)
         assert not serving.is_alive(), "the idle worker did not exit"
         assert 1.0 <= time.monotonic() - started < 10

@@ -1,8 +1,8 @@
 """Store maintenance scheduling (subscriber/maintenance.py) on the in-memory store: one step per
-idle poll; the purge and the retention in the import thread, the fold, checkpoint, compaction and
-VACUUM in the maintenance thread while imports go on, one at a time; a failed step is logged,
-counted and tried again later; maintenance off runs only the purge, the fold and the
-checkpoint."""
+idle poll; the purge in the import thread, the fold, checkpoint, compaction and VACUUM's turn
+(the retention, then VACUUM) in the maintenance thread while imports go on, one at a time; a
+failed step is logged, counted and tried again later; maintenance off runs only the purge, the
+fold and the checkpoint."""
 
 from __future__ import annotations
 
@@ -71,19 +71,17 @@ def test_each_call_runs_the_first_due_step_only() -> None:
     report = maintenance.reports[-1]
     assert (report.files_before, report.files_after) == (5, 1)
 
-    # The interval passed: the retention again (VACUUM deletes by it), VACUUM (in its
-    # thread), then nothing (five scopes wait: too few to fold).
-    clock.offset += 61
-    assert [maintenance.step() is None for _ in range(2)] == [False, True]
-    maintenance.wait(5)
-    assert calls(store)[-2:] == ["retention", "vacuum"]
-    assert store.maintenance_calls[-1] == ("vacuum", (True,))  # first: full
-    assert maintenance.step() is None
-    clock.offset += 61
-    assert [maintenance.step() is None for _ in range(2)] == [False, True]
-    maintenance.wait(5)
-    assert calls(store)[-2:] == ["retention", "vacuum"]
-    assert store.maintenance_calls[-1] == ("vacuum", (False,))  # then LITE
+    # The interval passed: VACUUM's turn in its thread, the retention again (VACUUM deletes
+    # by it) and VACUUM; then nothing (five scopes wait: too few to fold).
+    for _ in range(2):
+        clock.offset += 61
+        assert maintenance.step() is None
+        maintenance.wait(5)
+        assert calls(store)[-2:] == ["retention", "vacuum"]
+        before = len(store.maintenance_calls)
+        assert maintenance.step() is None
+        maintenance.wait(5)
+        assert len(store.maintenance_calls) == before
 
 
 def test_a_compaction_that_finds_too_few_small_files_is_not_reported(
@@ -235,9 +233,9 @@ class BlockingSteps(MemoryStore):
         self._block("compact")
         return super().compact(target_file_bytes, min_files)
 
-    def vacuum(self, *, full: bool) -> StepOutcome:
+    def vacuum(self) -> StepOutcome:
         self._block("vacuum")
-        return super().vacuum(full=full)
+        return super().vacuum()
 
 
 def wait_started(store: BlockingSteps, count: int) -> None:
@@ -257,12 +255,10 @@ def test_imports_go_on_while_a_step_runs_in_the_maintenance_thread(local_env: En
     )
     for i in range(3):
         env.send(package(f"p{i}", ADD, [(f"/p{i}", True)], [node(f"/p{i}")]))
-    while agent.run_once():
-        pass  # the last call found nothing: the purge
-    assert calls(store) == ["purge"]
-    assert agent.run_once() == 0
-    assert calls(store)[-1] == "retention"
     maintenance = agent.bookkeeping.maintenance
+    while agent.run_once():
+        maintenance.wait(5)  # after a commit: the retention at start, in its thread
+    assert calls(store) == ["retention", "purge"]  # the last call found nothing: the purge
     assert agent.run_once() == 0  # starts the compaction, which blocks
     wait_started(store, 1)
     assert maintenance.busy
@@ -272,7 +268,7 @@ def test_imports_go_on_while_a_step_runs_in_the_maintenance_thread(local_env: En
         assert agent.processed_offset == offset
         assert agent.run_once() == 0
     assert store.started == ["compact"]
-    assert calls(store)[-1] == "retention"
+    assert calls(store)[-1] == "purge"
     store.release.set()
     maintenance.wait(5)
     assert calls(store)[-1] == "compact"
@@ -390,25 +386,28 @@ def test_no_vacuum_by_a_retention_not_checked() -> None:
     store.open()
     clock = Clock()
     maintenance = Maintenance("sub", store, MaintenancePolicy(interval_s=60), clock=clock)
-    with pytest.raises(RuntimeError):
-        maintenance.step()  # the retention at start
+    assert maintenance.step() is None  # VACUUM's turn at start: the retention alone
+    maintenance.wait(5)
+    assert maintenance.failures == 1
     clock.offset += 61
-    with pytest.raises(RuntimeError):
-        maintenance.step()  # again before the VACUUM that is due
+    assert maintenance.step() is None  # the retention again, before the VACUUM that is due
+    maintenance.wait(5)
+    assert maintenance.failures == 2
     assert maintenance.step() is None  # no VACUUM: postponed by an interval
     assert not maintenance.busy
     assert calls(store) == []
     store.fail = False
     clock.offset += 61
-    assert [maintenance.step() is None for _ in range(2)] == [False, True]
+    assert maintenance.step() is None
     maintenance.wait(5)
     assert calls(store) == ["retention", "vacuum"]
 
 
 def test_after_a_commit_only_steps_of_the_maintenance_thread_start() -> None:
     """Under a steady stream no poll comes back empty: after each commit the import loop
-    starts the fold, checkpoint or compaction that is due, never the purge or the retention
-    (which run in its thread), and so no VACUUM (it needs the retention checked first)."""
+    starts the step of the maintenance thread that is due (the fold, the checkpoint, the
+    compaction, VACUUM's turn: the retention, then VACUUM), never the purge (which runs in
+    the import thread)."""
     store = committed_store(6)
     clock = Clock()
     policy = MaintenancePolicy(
@@ -417,13 +416,11 @@ def test_after_a_commit_only_steps_of_the_maintenance_thread_start() -> None:
     maintenance = Maintenance("sub", store, policy, clock=clock)
     maintenance.commits_since_purge = 6
     clock.offset += 61  # VACUUM and the timed compaction are due too
-    ran = []
-    for _ in range(4):
+    for _ in range(5):
         maintenance.step(inline=False)
         maintenance.wait(5)
-        ran.append(calls(store)[-1] if store.maintenance_calls else None)
-    assert calls(store) == ["checkpoint", "fold", "compact"]
-    assert ran[-1] == "compact"  # then nothing: no purge, no retention, no VACUUM
+    # Then nothing: no purge.
+    assert calls(store) == ["checkpoint", "fold", "retention", "vacuum", "compact"]
     assert maintenance.step() is not None  # an idle poll: the purge
     assert calls(store)[-1] == "purge"
 
@@ -431,7 +428,7 @@ def test_after_a_commit_only_steps_of_the_maintenance_thread_start() -> None:
 def test_compaction_and_vacuum_take_turns_with_a_checkpoint_due_after_every_step() -> None:
     """On a large store under a steady stream a checkpoint is due again whenever one ends: the
     compaction and VACUUM that are due still get their turns (the step started least recently
-    goes first), the retention checked before VACUUM on an idle poll."""
+    goes first), the retention checked right before VACUUM, in its turn."""
     store = committed_store(4)
     clock = Clock()
     policy = MaintenancePolicy(checkpoint_every_commits=1, compact_min_files=2, interval_s=60)
@@ -439,10 +436,9 @@ def test_compaction_and_vacuum_take_turns_with_a_checkpoint_due_after_every_step
     clock.offset += 61  # compaction (timed) and VACUUM are due
     maintenance.commits_since_purge = 4
     maintenance.commits_since_purge = 0  # purged: only the thread's steps are due
-    ran = []
     for page in range(10, 16):
         commit_pages(store, page, 1)  # a checkpoint is due again
         maintenance.step()
         maintenance.wait(5)
-        ran.append(calls(store)[-1])
-    assert ran == ["checkpoint", "retention", "vacuum", "compact", "checkpoint", "checkpoint"]
+    turns = ["checkpoint", "retention", "vacuum", "compact", "checkpoint", "checkpoint"]
+    assert calls(store) == [*turns, "checkpoint"]
