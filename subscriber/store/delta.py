@@ -546,11 +546,9 @@ class DeltaStore:
             return delta_maintenance.vacuum(spark, self.location)
 
     def set_retention(self, retention_s: float, log_retention_s: float) -> bool:
-        """Under the commit lock: a change of the table's properties fails an import that
-        read the table before it (Delta's MetadataChangedException)."""
-        with self._maintaining() as spark, self.commit_lock:
+        with self._maintaining() as spark:
             changed = delta_maintenance.set_retention(
-                spark, self.location, retention_s, log_retention_s
+                spark, self.location, retention_s, log_retention_s, self.commit_lock
             )
         self._count(int(changed))
         return changed

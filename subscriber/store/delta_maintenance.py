@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from subscriber.store.base import FileStats, StepOutcome
@@ -103,23 +103,35 @@ def retention_interval(retention_s: float) -> str:
     return f"interval {max(0, round(retention_s))} seconds"
 
 
-def set_retention(spark: Any, location: str, retention_s: float, log_retention_s: float) -> bool:
+def set_retention(
+    spark: Any,
+    location: str,
+    retention_s: float,
+    log_retention_s: float,
+    commit_lock: AbstractContextManager[Any],
+) -> bool:
     """Make the table keep removed files ``retention_s`` (what VACUUM and the tombstones in
-    checkpoints go by) and its log ``log_retention_s``; True when that changed them."""
-    from delta.tables import DeltaTable
-
-    detail = DeltaTable.forPath(spark, location).detail().first()
-    properties = (detail["properties"] if detail is not None else None) or {}
+    checkpoints go by) and its log ``log_retention_s``; True when that changed them. Read from
+    the snapshot's metadata (no Spark job: DESCRIBE DETAIL took 1.7 s on the million-node
+    store); changed, rarely, under ``commit_lock`` (the store's: a change of the table's
+    properties fails an import that read the table before it)."""
+    configuration = snapshot(spark, location).metadata().configuration()
     wanted = {
         FILE_RETENTION: retention_interval(retention_s),
         LOG_RETENTION: retention_interval(log_retention_s),
     }
-    if all(properties.get(key) == value for key, value in wanted.items()):
+    if all(_option(configuration.get(key)) == value for key, value in wanted.items()):
         return False
     settings = ", ".join(f"'{key}' = '{value}'" for key, value in wanted.items())
-    spark.sql(f"ALTER TABLE {quoted(location)} SET TBLPROPERTIES ({settings})")
+    with commit_lock:
+        spark.sql(f"ALTER TABLE {quoted(location)} SET TBLPROPERTIES ({settings})")
     log.info("content store %s: %s", location, settings)
     return True
+
+
+def _option(value: Any) -> str | None:
+    """A Scala Option of a string (JVM gateway) as a Python value."""
+    return str(value.get()) if value.isDefined() else None
 
 
 def checkpoint(spark: Any, location: str) -> None:

@@ -9,7 +9,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,18 @@ def data_files_on_disk(location: str) -> set[str]:
     return {p.name for p in Path(location).glob("*.parquet")}
 
 
+def spark_jobs(spark: Any, call: Callable[[], object]) -> int:
+    """The Spark jobs ``call`` ran in this thread."""
+    context = spark.sparkContext
+    group = f"scd-test-{threading.get_ident()}-{time.monotonic_ns()}"
+    context.setJobGroup(group, "counted")
+    try:
+        call()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    return len(context.statusTracker().getJobIdsForGroup(group))
+
+
 def active_files(spark: Any, location: str) -> set[str]:
     return {Path(f).name for f in spark.read.format("delta").load(location).inputFiles()}
 
@@ -79,13 +91,7 @@ def test_maintenance_changes_no_content_no_offset_and_keeps_exactly_once(
     assert files_before >= 12
     # The maintenance thread looks at the file count between imports: from Delta's checksum,
     # without a Spark job on the imports' cores (listing the files is one).
-    context = spark.sparkContext
-    context.setJobGroup("file-stats", "the store's file count")
-    try:
-        store.file_stats()
-    finally:
-        context.setLocalProperty("spark.jobGroup.id", None)
-    assert list(context.statusTracker().getJobIdsForGroup("file-stats")) == []
+    assert spark_jobs(spark, store.file_stats) == 0
     # Fewer small files than asked for: the compaction commits nothing.
     versions = len(store.history())
     assert store.compact(1 << 20, min_files=files_before + 1) is None
@@ -96,6 +102,8 @@ def test_maintenance_changes_no_content_no_offset_and_keeps_exactly_once(
     maintenance = Maintenance("test", store, policy)
     reports = {r.step: r for r in maintenance.run_all()}
     assert list(reports) == ["purge", "fold", "compact", "retention", "checkpoint", "vacuum"]
+    # Before each VACUUM: the retention as set, read from the snapshot without a Spark job.
+    assert spark_jobs(spark, lambda: store.set_retention(0.0, 3600.0)) == 0
     assert store.state is not None
     assert store.state.scopes == 0
     node_rows = spark.read.format("delta").load(location).where("kind = 'node'").count()
