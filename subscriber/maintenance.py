@@ -3,7 +3,8 @@
 The import loop calls ``Maintenance.step`` when a poll found nothing to import, and after each
 commit for the steps of the maintenance thread only (under a steady stream no poll comes back
 empty); each call starts at most one step. The purge runs right there, on an idle poll (it
-rewrites the files of recent imports, holding the store's commit lock); the fold, the
+rewrites the files of recent imports, holding the store's commit lock; under a steady stream
+it waits for the stream to pause); the fold, the
 checkpoint, the compaction and VACUUM's turn (the retention step, then VACUUM) run in the
 maintenance thread while imports go on, and nothing else is started until the step in it
 ended. None of them can make an import fail: imports are blind appends, none of them deletes a
