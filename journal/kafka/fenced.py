@@ -103,4 +103,11 @@ class KafkaFencedWriter(FencedWriter):
         return JournalUnavailable(f"writer {self.fence_id!r}: {action} failed: {err.str()}")
 
     def close(self) -> None:
-        self._producer.flush(0)  # a fenced or idle producer holds nothing worth waiting for
+        """Drop the producer: a fenced or idle one holds nothing worth waiting for. A producer
+        that a successor fenced is in a fatal state, and its flush raises that (seen on the
+        broker when the fencing came as it added a partition): nothing of it can be delivered,
+        and the caller is closing it to go on."""
+        try:
+            self._producer.flush(0)
+        except KafkaException as exc:
+            log.info("writer %s: closed in a fatal state: %s", self.fence_id, exc)

@@ -277,3 +277,29 @@ def test_a_timeout_is_not_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(JournalUnavailable):
         journal.latest_offset(TOPIC)
     assert not hung.closed
+
+
+class _FatalProducer:
+    """A transactional producer that a successor fenced: its flush raises the fatal error."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+
+    def init_transactions(self, timeout: float) -> None:
+        pass
+
+    def flush(self, timeout: float) -> int:
+        raise KafkaException(
+            KafkaError(KafkaError._FENCED, f"fenced by a newer instance ({timeout} s)", fatal=True)
+        )
+
+
+def test_a_fenced_writer_in_a_fatal_state_closes_without_an_error(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(kafka_fenced, "Producer", _FatalProducer)
+    caplog.set_level(logging.INFO, logger="journal.kafka.fenced")
+    source = KafkaJournal("127.0.0.1:1", request_timeout_s=0.5)
+    writer = kafka_fenced.KafkaFencedWriter(source, "publish-events")
+    writer.close()  # the distributed events close a fenced writer before they read back
+    assert "closed in a fatal state" in caplog.text
