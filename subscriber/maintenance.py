@@ -115,6 +115,14 @@ class MaintenancePolicy:
         )
 
 
+class Skipped:
+    """What a step returns that found nothing to do (a compaction with too few small files):
+    ``_run`` reports nothing for it."""
+
+
+SKIPPED = Skipped()
+
+
 @dataclass(frozen=True)
 class StepReport:
     step: str
@@ -238,12 +246,12 @@ class Maintenance:
     def run_all(self, *, up_to_status: int = -1) -> list[StepReport]:
         """Every step now, in order, in this thread (``scd content maintain``)."""
         self.wait()
-        policy, state = self.policy, self.store.state
+        state = self.store.state
         reports = [self._purge(up_to_status)]
         while state is not None and state.scopes > 0:
             reports.append(self._run(FOLD, self._fold))
         reports += [
-            self._run(COMPACT, lambda: self.store.compact(policy.target_file_bytes)),
+            self._run(COMPACT, functools.partial(self._compact, 2)),
             self._run(RETENTION, self._set_retention),
             self._run(CHECKPOINT, self._checkpoint),
             self._run(VACUUM, self.store.vacuum),
@@ -270,8 +278,7 @@ class Maintenance:
         self._compact_check = False
         self._last[COMPACT] = now
         self._commits_at_compact = self.commits
-        least = 2 if timed else policy.compact_min_files
-        compact = functools.partial(self.store.compact, policy.target_file_bytes, least)
+        compact = functools.partial(self._compact, 2 if timed else policy.compact_min_files)
         self._background(COMPACT, lambda: self._run(COMPACT, compact))
 
     # ------------------------------------------------------------------ steps
@@ -316,6 +323,10 @@ class Maintenance:
         # Scopes left beyond one run's bound: the next run follows, on the count alone.
         self._folded_bytes = None if more else self.store.file_stats().bytes
         return outcome
+
+    def _compact(self, min_files: int) -> StepOutcome | Skipped:
+        outcome = self.store.compact(self.policy.target_file_bytes, min_files)
+        return SKIPPED if outcome is None else outcome
 
     def _checkpoint(self) -> None:
         self.store.checkpoint()
@@ -370,9 +381,11 @@ class Maintenance:
         self._worker = threading.Thread(target=run, name=f"{self.name}-{step}", daemon=True)
         self._worker.start()
 
-    def _run(self, step: str, action: Callable[[], StepOutcome | None]) -> StepReport | None:
-        """Run ``action``, and report it: logged, counted, in ``reports``; not a compaction
-        that found too few small files (None: it did nothing)."""
+    def _run(
+        self, step: str, action: Callable[[], StepOutcome | Skipped | None]
+    ) -> StepReport | None:
+        """Run ``action``, and report it: logged, counted, in ``reports``; not one that found
+        nothing to do (SKIPPED). None: a step that counts no files (a checkpoint)."""
         started = time.perf_counter()
         try:
             outcome = action()
@@ -380,7 +393,7 @@ class Maintenance:
             if self.metrics is not None:
                 self.metrics.maintenance_failed(step)
             raise
-        if outcome is None and step == COMPACT:
+        if isinstance(outcome, Skipped):
             return None
         seconds = time.perf_counter() - started
         report = StepReport(step, round(seconds, 3))
