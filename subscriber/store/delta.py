@@ -539,9 +539,7 @@ class DeltaStore:
         """VACUUM (delta_maintenance.vacuum): by the fold worker when the store has one, else in
         its maintenance session."""
         if self.fold_worker is not None:
-            files = self.file_stats().files
-            deleted, reclaimed = self.fold_worker.vacuum(self.location)
-            return StepOutcome(files, files, deleted, reclaimed)
+            return self.fold_worker.vacuum(self.location)
         with self._maintaining() as spark:
             return delta_maintenance.vacuum(spark, self.location)
 

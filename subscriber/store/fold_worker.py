@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any, overload
 
 from runtime.errors import ScdError
+from subscriber.store.base import StepOutcome
 from subscriber.store.folding import COMPACT, FOLD, RewriteConflict, RewritePlan
 
 log = logging.getLogger(__name__)
@@ -168,15 +169,20 @@ class FoldWorker:
             raise FoldWorkerError(f"the fold worker answered nonsense: {reply!r:.200}")
         return True
 
-    def vacuum(self, location: str) -> tuple[int, int]:
+    def vacuum(self, location: str) -> StepOutcome:
         """VACUUM of the store at ``location`` (delta_maintenance.vacuum), by the worker: the
-        files it deleted and their bytes."""
+        table's files, the files it deleted and their bytes."""
         reply = self._asked({"op": VACUUM, "location": location})
-        counts = reply.get("deleted"), reply.get("bytes")
-        if not all(type(n) is int and n >= 0 for n in counts):
+        outcome = reply.get("outcome")
+        fields = [f.name for f in dataclasses.fields(StepOutcome)]
+        if not (
+            isinstance(outcome, dict)
+            and set(outcome) == set(fields)
+            and all(type(n) is int and n >= 0 for n in outcome.values())
+        ):
             self._stop()
             raise FoldWorkerError(f"the fold worker answered nonsense: {reply!r:.200}")
-        return int(reply["deleted"]), int(reply["bytes"])
+        return StepOutcome(**outcome)
 
     @overload
     def _asked(self, request: dict[str, Any]) -> dict[str, Any]: ...
@@ -330,8 +336,8 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
                     delta_maintenance.checkpoint(spark, location)
                     reply = {"done": True}
                 elif request["op"] == VACUUM:
-                    done = delta_maintenance.vacuum(spark, location)
-                    reply = {"deleted": done.files_deleted, "bytes": done.bytes_reclaimed}
+                    outcome = delta_maintenance.vacuum(spark, location)
+                    reply = {"outcome": dataclasses.asdict(outcome)}
                 else:
                     reply = {"error": f"no such step: {request['op']!r:.100}"}
         except RewriteConflict as exc:

@@ -29,7 +29,7 @@ from subscriber.store.fold_worker import (
 from subscriber.store.folding import RewriteConflict, RewritePlan
 from tests.waiting import wait_for
 
-PLAN = RewritePlan(7, 10, 3, 1, ("part-a.parquet",), ('{"add": {}}', '{"remove": {}}'))
+PLAN = RewritePlan(7, 9, 10, 3, 1, ("part-a.parquet",), ('{"add": {}}', '{"remove": {}}'))
 PLAN_FIELDS = json.loads(json.dumps(dataclasses.asdict(PLAN)))  # the plan as it crosses
 # A worker that reads its settings, then answers each request with the line the test gives.
 ANSWERING = """
@@ -94,9 +94,20 @@ def test_a_checkpoint_is_done_only_when_the_worker_says_so() -> None:
 
 
 def test_a_vacuum_reports_what_the_worker_says_it_deleted() -> None:
-    with answering(json.dumps({"deleted": 3, "bytes": 4096})) as client:
-        assert client.vacuum("/store") == (3, 4096)
-    for answer in ('{"deleted": -1, "bytes": 0}', '{"deleted": 1, "bytes": 1.5}', '{"done": true}'):
+    done = {"files_before": 9, "files_after": 9, "files_deleted": 3, "bytes_reclaimed": 4096}
+    with answering(json.dumps({"outcome": done})) as client:
+        assert client.vacuum("/store") == StepOutcome(9, 9, 3, 4096)
+    hostile = [
+        {"outcome": {**done, "files_deleted": -1}},
+        {"outcome": {**done, "bytes_reclaimed": 1.5}},
+        {"outcome": {**done, "files_after": True}},
+        {"outcome": {**done, "extra": 1}},
+        {"outcome": {k: v for k, v in done.items() if k != "files_before"}},
+        {"outcome": [9, 9, 3, 4096]},
+        {"deleted": 3, "bytes": 4096},
+        {"done": True},
+    ]
+    for answer in map(json.dumps, hostile):
         with answering(answer) as client, pytest.raises(FoldWorkerError, match="nonsense"):
             client.vacuum("/store")
         assert client.pid is None  # stopped: the next step starts another
@@ -110,6 +121,8 @@ def test_a_vacuum_reports_what_the_worker_says_it_deleted() -> None:
         ({k: v for k, v in PLAN_FIELDS.items() if k != "added"}, "exactly the fields"),
         ({**PLAN_FIELDS, "version": -1}, "version is an integer"),
         ({**PLAN_FIELDS, "scopes": True}, "scopes is an integer"),
+        ({**PLAN_FIELDS, "checked": 6}, "not before the one it read"),
+        ({**PLAN_FIELDS, "checked": None}, "checked is an integer"),
         ({**PLAN_FIELDS, "added": "1"}, "added is an integer"),
         ({**PLAN_FIELDS, "actions": [1]}, "lists of strings"),
         ({**PLAN_FIELDS, "rewritten": "a"}, "lists of strings"),
@@ -270,7 +283,7 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
         assert checkpointed == ["/store"]
         assert json.loads(answers.readline()) == {"plan": {**PLAN_FIELDS, "scopes": 0}}
         assert targets == [("/store", 4096, 3)]
-        assert json.loads(answers.readline()) == {"deleted": 2, "bytes": 300}
+        assert json.loads(answers.readline()) == {"outcome": dataclasses.asdict(vacuumed)}
         assert vacuumed_at == ["/store"]
         assert json.loads(answers.readline()) == {"error": "no such step: 'optimize'"}
         serving.join(10)
