@@ -18,6 +18,7 @@ from runtime.clock import now_ms
 from subscriber.store.delta_maintenance import small_file_bytes
 from subscriber.store.folding import (
     RewritePlan,
+    check_since,
     file_name,
     scala_list,
     seq_list,
@@ -46,7 +47,7 @@ def plan(spark: Any, location: str, target_file_bytes: int, min_files: int = 2) 
         key=lambda add: (add.modificationTime(), add.path()),
     )
     if len(files) < min_files:
-        return RewritePlan(version, before, 0, 0, (), ())
+        return RewritePlan(version, version, before, 0, 0, (), ())
     bins = [group for group in _bins(files, target_file_bytes) if len(group) > 1]
     written: list[Any] = []
     for group in bins:
@@ -59,7 +60,8 @@ def plan(spark: Any, location: str, target_file_bytes: int, min_files: int = 2) 
     actions = [without_data_change(add).json() for add in written]
     actions += [add.removeWithTimestamp(now, False).json() for add in removed]
     names = sorted(file_name(add.path()) for add in removed)
-    return RewritePlan(version, before, 0, len(written), tuple(names), tuple(actions))
+    checked = check_since(delta_log, version, set(names))
+    return RewritePlan(version, checked, before, 0, len(written), tuple(names), tuple(actions))
 
 
 def _bins(files: list[Any], target_file_bytes: int) -> list[list[Any]]:
