@@ -73,6 +73,9 @@ IDLE_CHECKPOINT_COMMITS = 10
 
 REPORTS_KEPT = 100
 
+# The prefix of a maintenance step's thread: one per step, ending with it.
+MAINTENANCE_THREAD = "maintenance-"
+
 # A fold that failed is tried again after this long (or after ``interval_s`` if shorter).
 FOLD_RETRY_S = 60.0
 
@@ -378,7 +381,9 @@ class Maintenance:
 
         self._turns[step] = self._starts
         self._starts += 1
-        self._worker = threading.Thread(target=run, name=f"{self.name}-{step}", daemon=True)
+        self._worker = threading.Thread(
+            target=run, name=f"{MAINTENANCE_THREAD}{self.name}-{step}", daemon=True
+        )
         self._worker.start()
 
     def _run(

@@ -1,9 +1,10 @@
 """What "still alive after the garbage" means, checked from outside the agents: their threads
 still run, no loop had to be restarted, and their HTTP endpoints answer.
 
-Nothing here knows an agent's internals: threads are the ones that appeared while the agents
-started, and restarts are read from the Prometheus text of /metrics (every counter whose name
-says "restart": scd_thread_restarts_total, scd_import_loop_restarts_total, ...).
+Nothing here knows an agent's internals but which threads come and go by design: threads are
+the ones that appeared while the agents started (not those), and restarts are read from the
+Prometheus text of /metrics (every counter whose name says "restart":
+scd_thread_restarts_total, scd_import_loop_restarts_total, ...).
 """
 
 from __future__ import annotations
@@ -13,9 +14,18 @@ import threading
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from subscriber.maintenance import MAINTENANCE_THREAD
+
 # Threads that come and go by design: request workers of the ASGI servers, executor workers
-# started on demand, and the helpers of a stopping publisher.
-TRANSIENT_THREADS = ("AnyIO worker thread", "asyncio_", "ThreadPoolExecutor-", "publisher-stop")
+# started on demand, the helpers of a stopping publisher, and the store maintenance steps' (a
+# thread per step: one that ran as the agents started ended with its step).
+TRANSIENT_THREADS = (
+    "AnyIO worker thread",
+    "asyncio_",
+    "ThreadPoolExecutor-",
+    "publisher-stop",
+    MAINTENANCE_THREAD,
+)
 
 
 class ThreadWatch:
