@@ -18,7 +18,7 @@ checked before: it neither lands nor overwrites anything.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import NamedTuple, Protocol
 
 from subscriber.store.changes import ChangeSet
@@ -87,6 +87,16 @@ class StepOutcome:
     files_after: int
     files_deleted: int = 0  # removed from storage (VACUUM)
     bytes_reclaimed: int = 0
+
+    @classmethod
+    def from_dict(cls, raw: object) -> StepOutcome:
+        """An outcome from ``dataclasses.asdict`` (decoded JSON: the fold worker's reply);
+        ValueError for anything else."""
+        if not isinstance(raw, dict) or set(raw) != {f.name for f in fields(cls)}:
+            raise ValueError("a step outcome has exactly the fields of StepOutcome")
+        if not all(type(n) is int and n >= 0 for n in raw.values()):
+            raise ValueError("a step outcome's counts are integers >= 0")
+        return cls(**raw)
 
 
 class Store(Protocol):

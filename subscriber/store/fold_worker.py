@@ -173,16 +173,11 @@ class FoldWorker:
         """VACUUM of the store at ``location`` (delta_maintenance.vacuum), by the worker: the
         table's files, the files it deleted and their bytes."""
         reply = self._asked({"op": VACUUM, "location": location})
-        outcome = reply.get("outcome")
-        fields = [f.name for f in dataclasses.fields(StepOutcome)]
-        if not (
-            isinstance(outcome, dict)
-            and set(outcome) == set(fields)
-            and all(type(n) is int and n >= 0 for n in outcome.values())
-        ):
+        try:
+            return StepOutcome.from_dict(reply.get("outcome"))
+        except ValueError as exc:
             self._stop()
-            raise FoldWorkerError(f"the fold worker answered nonsense: {reply!r:.200}")
-        return StepOutcome(**outcome)
+            raise FoldWorkerError(f"the fold worker answered nonsense: {exc}") from None
 
     @overload
     def _asked(self, request: dict[str, Any]) -> dict[str, Any]: ...

@@ -177,10 +177,9 @@ def commit(
     million-node store, some 250 commits and 0.6 s of the store's process), the commit those
     since, mostly before it takes the lock. It commits through a transaction started under the
     lock, at the latest version: a fold as a DELETE, a compaction as an OPTIMIZE (what the
-    table's history then says). That commit
-    takes what an import's takes. It carries no writer id: a deposed writer's fold deletes only
-    what stays covered. There is no public API for such a commit; it goes through Delta's
-    OptimisticTransaction (JVM gateway).
+    table's history then says). That commit takes what an import's takes. It carries no writer
+    id: a deposed writer's fold deletes only what stays covered. There is no public API for
+    such a commit; it goes through Delta's OptimisticTransaction (JVM gateway).
 
     ``spark`` must be the thread's active session (delta_maintenance.active_session)."""
     before = rewrite.files_before
