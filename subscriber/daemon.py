@@ -37,7 +37,7 @@ from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
 from subscriber.store.delta import DeltaStore
 from subscriber.store.fold_worker import FoldWorker
-from subscriber.writer.lease import WriterLease, lease_object, new_owner
+from subscriber.writer.lease import WriterLease, lease_object, lease_place, new_owner
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +79,22 @@ def _signals() -> tuple[threading.Event, threading.Event]:
     return stop, reload
 
 
+def _check_lease(one: SubscriberSettings) -> None:
+    """Refuse (exit 2) a store without a writer lease every writer sees
+    (subscriber.writer.location), naming the agent."""
+    try:
+        lease_place(one.store_path, one.blobstore, one.single_host_lease_dir)
+    except ConfigError as exc:
+        raise ConfigError(f"agent {one.agent_name}: {exc}") from None
+
+
 def run(settings: SubscriberSettings) -> int:
     """Run the agents of ``settings`` (one, or those of its agents file) until a signal."""
     stop, reload = _signals()
     each = agent_settings(settings)  # a bad agents file stops the start here
     for one in each:  # so does an unknown import hook, before Kafka and Spark are waited for
         check_hook_names(one)
+        _check_lease(one)  # and a store no writer lease can guard
     with ExitStack() as stack:
         journal = stack.enter_context(open_journal(settings.journal))
         # The journal first: waiting for Kafka should not hold a Spark JVM.
@@ -120,7 +130,7 @@ def run(settings: SubscriberSettings) -> int:
                 DeltaStore(spark.newSession(), one.store_path, fold_worker),
                 blobs,
                 lease=WriterLease(
-                    lease_object(one.store_path, settings.blobstore),
+                    lease_object(one.store_path, settings.blobstore, one.single_host_lease_dir),
                     new_owner(one.agent_name),
                     one.writer_lease_ttl_s,
                     one.writer_lease_renew_s,

@@ -107,6 +107,11 @@ class SubscriberSettings(ScdSettings):
     # I/O pause) steps down.
     writer_lease_ttl_s: float = Field(default=12.0, gt=0)
     writer_lease_renew_s: float = Field(default=2.0, gt=0)
+    # A store on a scheme where scd has no lease every host sees (gs://, abfss://, hdfs://;
+    # S3 and local paths have one: subscriber/writer/location.py) is refused at start, unless
+    # this names a local directory: the operator vouches that every process writing the store
+    # runs on this host, and its lease is a file there (flock).
+    single_host_lease_dir: Path | None = None
     # Readiness (Sling's rules): ready once idle this long, or a package younger than the
     # message age was imported, or a package failed more than ready_max_retries times, or
     # ready_force_s after start at the latest. None turns a rule off.
@@ -174,9 +179,9 @@ class SubscriberSettings(ScdSettings):
     # Needed to import packages sent by reference and to read binaries; None: inline only.
     blobstore: BlobStoreSettings | None = Field(default_factory=lambda: _blob_settings_from_env())
 
-    @field_validator("spark_class_archive", mode="before")
+    @field_validator("spark_class_archive", "single_host_lease_dir", mode="before")
     @classmethod
-    def _no_archive(cls, value: object) -> object:
+    def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
 
     @field_validator("pub_agents", "spark_jars", "import_hooks", "staged_after", mode="before")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from subscriber.settings import SubscriberSettings
+from subscriber.writer.location import S3Store, StorePathError, store_location
 
 log = logging.getLogger(__name__)
 
@@ -19,6 +20,7 @@ log = logging.getLogger(__name__)
 # jars are configured. Versions match pyspark 4.0.x (Scala 2.13) and delta-spark 4.0.1.
 DELTA_PACKAGE = "io.delta:delta-spark_2.13:4.0.1"
 S3A_PACKAGE = "org.apache.hadoop:hadoop-aws:3.4.1"
+S3A_FILE_SYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 # Spark evaluates plans and expressions without generating code (settings.spark_codegen):
 # ``factoryMode`` is the switch of expression code generation (Spark names it internal).
 INTERPRETED = {
@@ -194,7 +196,7 @@ def spark_config(
     if java_options:
         config["spark.driver.extraJavaOptions"] = java_options
     paths = [settings.store_path] if stores is None else stores
-    on_s3 = any(path.startswith("s3a://") for path in paths)
+    on_s3 = _s3_schemes(paths)
     if settings.spark_jars:
         class_path = ":".join(driver_class_path(settings))
         if settings.spark_jars_installed:
@@ -208,16 +210,40 @@ def spark_config(
     else:
         config["spark.jars.packages"] = ",".join([DELTA_PACKAGE, *([S3A_PACKAGE] if on_s3 else [])])
     if on_s3:
-        blobs = settings.blobstore
-        if blobs is None or blobs.backend != "s3" or blobs.endpoint_url is None:
-            raise ValueError(
-                "store_path is on s3a:// but no S3 blob store is configured to take the "
-                "endpoint and credentials from (SCD_BLOB_*)"
-            )
+        config.update(_s3a_config(settings, on_s3))
+    return config
+
+
+def _s3_schemes(paths: Sequence[str]) -> set[str]:
+    """The S3 schemes (s3a, s3) of the stores at ``paths``; a malformed path is refused where
+    its store opens (subscriber.writer.lease.lease_place), not here."""
+    schemes = set()
+    for path in paths:
+        try:
+            location = store_location(path)
+        except StorePathError:
+            continue
+        if isinstance(location, S3Store):
+            schemes.add(location.scheme)
+    return schemes
+
+
+def _s3a_config(settings: SubscriberSettings, schemes: set[str]) -> dict[str, str]:
+    """Hadoop's S3A file system for stores on ``schemes``: s3:// is served by it too (plain
+    Hadoop has no file system for s3://), with the blob store's endpoint, or AWS's with none."""
+    blobs = settings.blobstore
+    if blobs is None or blobs.backend != "s3":
+        raise ValueError(
+            "store_path is on S3 but no S3 blob store is configured to take the credentials "
+            "(and endpoint) from (SCD_BLOB_*)"
+        )
+    config = {"spark.hadoop.fs.s3a.endpoint.region": blobs.region}
+    if "s3" in schemes:
+        config["spark.hadoop.fs.s3.impl"] = S3A_FILE_SYSTEM
+    if blobs.endpoint_url is not None:  # an S3 server of one's own: path-style, as boto's
         config.update(
             {
                 "spark.hadoop.fs.s3a.endpoint": blobs.endpoint_url,
-                "spark.hadoop.fs.s3a.endpoint.region": blobs.region,
                 "spark.hadoop.fs.s3a.path.style.access": "true",
                 "spark.hadoop.fs.s3a.connection.ssl.enabled": str(
                     blobs.endpoint_url.startswith("https")

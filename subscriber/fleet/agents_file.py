@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from runtime.errors import ConfigError
 from subscriber.settings import SubscriberSettings
+from subscriber.writer.location import ForeignStore, S3Store, StorePathError, store_location
 
 # A file listing a hundred agents with a few overrides each is about 20 KB: 1 MiB is far
 # beyond any real one and bounds what a hostile file costs to parse.
@@ -111,8 +112,7 @@ def read_agents_file(path: Path) -> list[dict[str, Any]]:
         if name in names:
             raise ConfigError(f"{where}: name {name} is agent #{names[name] + 1}'s already")
         names[name] = index
-        _check_store(f"{where} ({name})", table.get("store_path"), stores)
-        stores[_store_key(table["store_path"])] = name
+        stores[_check_store(f"{where} ({name})", table.get("store_path"), stores)] = name
     return tables
 
 
@@ -132,23 +132,32 @@ def _load(path: Path) -> dict[str, Any]:
         raise ConfigError(f"agents file {path} is not valid TOML: {exc}") from exc
 
 
-def _check_store(where: str, store: object, stores: dict[str, str]) -> None:
-    """``store`` is a path no agent before (``stores``: key -> agent) uses, nor nests in."""
+def _check_store(where: str, store: object, stores: dict[str, str]) -> str:
+    """``store`` is a path no agent before (``stores``: key -> agent) uses, nor nests in;
+    its key."""
     if not isinstance(store, str) or not store.strip() or len(store) > 4096:
         raise ConfigError(f"{where}: store_path must be a non-empty path or URL (4096 at most)")
-    key = _store_key(store)
+    key = _store_key(where, store)
     for other_key, other in stores.items():
         if key == other_key:
             raise ConfigError(f"{where}: store_path is {other}'s store as well")
         if key.startswith(other_key + "/") or other_key.startswith(key + "/"):
             raise ConfigError(f"{where}: store_path and {other}'s store lie inside one another")
+    return key
 
 
-def _store_key(store: str) -> str:
-    """One spelling per store: two agents writing one store would fence each other out."""
-    if store.startswith("s3a://"):
-        return "s3a://" + re.sub(r"/+", "/", store.removeprefix("s3a://")).rstrip("/")
-    return os.path.normpath(os.path.abspath(os.path.expanduser(store)))
+def _store_key(where: str, store: str) -> str:
+    """One spelling per store: two agents writing one store would fence each other out
+    (``s3://`` and ``s3a://`` name the same objects)."""
+    try:
+        location = store_location(store)
+    except StorePathError as exc:
+        raise ConfigError(f"{where}: store_path: {exc}") from None
+    if isinstance(location, S3Store):
+        return f"s3://{location.bucket}/{location.prefix}".rstrip("/")
+    if isinstance(location, ForeignStore):
+        return location.canonical
+    return os.path.normpath(os.path.abspath(os.path.expanduser(location.directory)))
 
 
 def _settings_of(

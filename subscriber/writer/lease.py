@@ -5,11 +5,14 @@ table (``<store>/_scd_writer/lease.json``; VACUUM leaves names starting with ``_
 and replaced only by compare-and-swap, so that two processes can never both believe they
 replaced the same version:
 
-* on S3 (``s3a://`` stores) with conditional PUTs: ``If-None-Match: *`` creates it,
-  ``If-Match: <etag>`` replaces the version read (412 when another process replaced it first).
-  A lock file would not do: S3 has no locks, and other hosts share the bucket;
+* on S3 (``s3a://`` and ``s3://`` stores, subscriber.writer.location) with conditional PUTs:
+  ``If-None-Match: *`` creates it, ``If-Match: <etag>`` replaces the version read (412 when
+  another process replaced it first). A lock file would not do: S3 has no locks, and other
+  hosts share the bucket;
 * on a local path with ``flock`` around read-compare-replace (``os.replace``), for processes on
-  one host (or a file system with working POSIX locks).
+  one host (or a file system with working POSIX locks); for a store on another object store
+  only when the operator vouches for one host (``SCD_SUBSCRIBER_SINGLE_HOST_LEASE_DIR``: the
+  lease lies there), else the daemon refuses the store.
 
 It is not a row of the Delta table: Delta's S3 log store does not make two processes' commits
 of one version exclusive, so a lease written by Delta commits would not be either.
@@ -46,6 +49,16 @@ from typing import TYPE_CHECKING, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from blobstore.settings import BlobStoreSettings
+from runtime.errors import ConfigError
+from subscriber.writer.location import (
+    ForeignStore,
+    LocalStore,
+    S3Store,
+    StoreLocation,
+    StorePathError,
+    refusal,
+    store_location,
+)
 
 if TYPE_CHECKING:
     from types_boto3_s3.client import S3Client
@@ -183,22 +196,47 @@ class S3LeaseObject:
         return str(answer["ETag"])
 
 
-def lease_object(store_path: str, blobs: BlobStoreSettings | None) -> LeaseObject:
-    """The lease object of the store at ``store_path``: on S3 through the endpoint and
-    credentials of the S3 blob store settings (as the store's s3a:// file system is)."""
-    if not store_path.startswith("s3a://"):
-        return LocalLeaseObject(Path(store_path) / LEASE_DIR)
-    if blobs is None or blobs.backend != "s3" or blobs.endpoint_url is None:
-        raise ValueError(
-            "store_path is on s3a:// but no S3 blob store is configured to take the endpoint "
-            "and credentials from (SCD_BLOB_*)"
+def lease_place(
+    store_path: str, blobs: BlobStoreSettings | None, single_host_dir: Path | None = None
+) -> StoreLocation:
+    """Where the lease of the store at ``store_path`` can live (subscriber.writer.location);
+    ``ConfigError`` saying why when it can live nowhere that guards the store: a malformed
+    path, a foreign scheme without ``single_host_dir``, an S3 store without S3 settings."""
+    try:
+        location = store_location(store_path)
+    except StorePathError as exc:
+        raise ConfigError(f"store_path: {exc}") from None
+    reason = refusal(location, single_host_dir)
+    if reason is not None:
+        raise ConfigError(f"store_path: {reason}")
+    if isinstance(location, S3Store) and (blobs is None or blobs.backend != "s3"):
+        raise ConfigError(
+            "store_path is on S3, whose credentials (and endpoint) the store's lease and "
+            "Spark take from the S3 blob store settings: set SCD_BLOB_BACKEND=s3 "
+            "(SCD_BLOB_ENDPOINT_URL unset: AWS)"
         )
+    return location
+
+
+def lease_object(
+    store_path: str, blobs: BlobStoreSettings | None, single_host_dir: Path | None = None
+) -> LeaseObject:
+    """The lease object of the store at ``store_path`` (``lease_place`` says where): on S3
+    through the endpoint and credentials of the S3 blob store settings (as the store's s3a://
+    file system is; no endpoint: AWS), beside a local store, or for a foreign store in
+    ``single_host_dir``."""
+    location = lease_place(store_path, blobs, single_host_dir)
+    if isinstance(location, LocalStore):
+        return LocalLeaseObject(location.directory / LEASE_DIR)
+    if isinstance(location, ForeignStore):
+        assert single_host_dir is not None  # lease_place refused it otherwise
+        return LocalLeaseObject(location.lease_directory(single_host_dir))
+    assert blobs is not None
     from blobstore.s3 import s3_client
 
-    bucket, _, prefix = store_path.removeprefix("s3a://").partition("/")
     client = s3_client(blobs, max_attempts=LEASE_S3_ATTEMPTS)
-    key = "/".join(p for p in (prefix.strip("/"), LEASE_DIR, LEASE_NAME) if p)
-    return S3LeaseObject(client, bucket, key)
+    key = "/".join(p for p in (location.prefix, LEASE_DIR, LEASE_NAME) if p)
+    return S3LeaseObject(client, location.bucket, key)
 
 
 def new_owner(agent_name: str) -> str:

@@ -103,6 +103,9 @@ def test_a_duplicate_name_is_refused(tmp_path: Path) -> None:
         ("/stores/a", "/stores/a/"),
         ("/stores/a", "/stores/x/../a"),
         ("s3a://bucket/a", "s3a://bucket//a/"),
+        ("s3a://bucket/a", "s3://bucket/a"),  # one S3 file system serves both
+        ("/stores/a", "file:///stores/a"),
+        ("gs://bucket/a", "gs://bucket//a/"),
     ],
 )
 def test_one_store_for_two_agents_is_refused(tmp_path: Path, first: str, second: str) -> None:
@@ -122,6 +125,11 @@ def test_a_relative_store_path_is_the_same_store_as_its_absolute_spelling(
         f'[[agent]]\nname = "b"\nstore_path = "{tmp_path}/stores/a"'
     )
     refused(tmp_path, text, "store as well")
+
+
+def test_a_malformed_store_path_is_refused_naming_the_agent(tmp_path: Path) -> None:
+    text = '[[agent]]\nname = "a"\nstore_path = "s3a://key:secret@bucket/a"'
+    refused(tmp_path, text, r"agent #1 \(a\): store_path: an s3a:// store path names credentials")
 
 
 def test_a_store_inside_another_is_refused(tmp_path: Path) -> None:
