@@ -203,9 +203,9 @@ class FencedWriter(abc.ABC):
     """
 
     @abc.abstractmethod
-    def write(self, topic: str, records: Sequence[OutgoingRecord]) -> None:
-        """Write ``records`` as one batch; raises Fenced when superseded, JournalError when the
-        batch could not be written (then none of it is)."""
+    def write(self, topic: str, records: Sequence[OutgoingRecord]) -> list[int]:
+        """Write ``records`` as one batch; their offsets, in order. Raises Fenced when
+        superseded, JournalError when the batch could not be written (then none of it is)."""
 
     @abc.abstractmethod
     def close(self) -> None: ...

@@ -7,8 +7,8 @@ the log's end still carries its old number: a subscriber that keeps the last num
 per agent refuses the copy (subscriber/bookkeeper/sequences.py). 0 means "not numbered" (older
 publishers, Sling).
 
-The number comes from the log, not from a local file: before its first send (and again when it
-becomes leader, ``resync``) a ``Sequencer`` reads the topic's tail backwards, at most
+The number comes from the log, not from a local file: before its first send (and again after
+each opening of its writer, below) a ``Sequencer`` reads the topic's tail backwards, at most
 ``MAX_SCAN_RECORDS`` records, for the highest number its agent sent, and continues from there.
 So it keeps growing across restarts, leader changes and instances that take turns.
 
@@ -19,26 +19,30 @@ key, one the agent's own key did not sign). When no record of the agent is withi
 nothing for longer than the retention, or the scan stopped), numbering continues at N + 1, above
 any number it ever gave: subscribers see a jump and report a gap, but never refuse a new record.
 
-Two instances of one agent sending at the same moment each number from what they read: they can
-give one number twice, or write a higher number before a lower one. A subscriber then refuses
-the later-logged record as a replay (counted and logged, never silently). Distribution from
-several instances therefore needs them to take turns (docs/security.md: replays).
+One writer numbers at a time, whatever the number of instances: a ``Sequencer`` writes through
+the journal's fenced writer of its agent and topic (``Journal.fenced_writer``, a Kafka
+transactional producer or the embedded journal's epoch). Opening that writer fences every one
+opened before it and settles their batches (committed or aborted), and only then is the tail
+read: the numbers continue from everything any earlier writer landed, and a writer that was
+fenced (an instance paused, partitioned or deposed while it still believed it wrote) lands
+nothing more. Its requests fail as unavailable (a retry helps), never land with a number
+another writer gave. So two instances never give one number twice, and the log holds every
+agent's numbers in their order. Which instance writes is the publisher's business
+(publisher/replicas.py: the leader; the others forward to it); ``may_write`` says whether this
+one may open the writer.
 
-Numbering is serialized, waiting is not: under its lock a ``Sequencer`` gives the next number
-and queues the record (``Journal.start_send``), then waits for the acknowledgement outside it,
-so one instance sends at the broker's pace, not one round trip at a time. Queued records reach
-the log in the order of their numbers: the backends keep the queueing order within a partition.
+Numbering is serialized, writing is batched: under its lock a ``Sequencer`` gives the next
+number and queues the record, then the first request to reach the writer writes every record
+queued so far as one batch (one transaction), so concurrent requests share the broker's round
+trips and still reach the log in the order of their numbers.
 
-A failed send may or may not have reached the log, so the number after it is read from the log
-again: a record that never landed leaves no gap (a broker outage would otherwise put every
-subscriber in SEQUENCE_GAP), and one that did is not numbered twice. That read waits until
-every record still in flight has landed or failed, or one landing after it would be numbered
-twice. Only a record the broker writes after its send failed (librdkafka gave up on it while
-the broker was still writing it) is numbered twice, and a subscriber refuses it as a replay,
-counted and logged; one that failed while a record queued behind it landed leaves a gap, which
-subscribers report. Waiting, for the lock and for the records in flight, is bounded
-(``wait_s``): a request behind sends stuck on an unreachable broker fails as unavailable (a
-retry helps) instead of queueing for one send timeout per request ahead of it.
+A batch that failed may or may not have landed, so the numbers after it are read from the log
+again, after the writer was opened again (which settles the failed batch): a batch that never
+landed leaves no gap, one that landed is not numbered twice. Every record queued behind a
+failed batch fails with it (numbered after records that may not exist). Waiting, for the lock,
+for the batch ahead and for the writer's opening, is bounded (``wait_s``): a request behind
+sends stuck on an unreachable broker fails as unavailable instead of queueing for one send
+timeout per request ahead of it.
 """
 
 from __future__ import annotations
@@ -46,12 +50,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from google.protobuf.message import Message
 
-from journal.api import Journal, PendingSend, Position
-from journal.errors import JournalError, JournalUnavailable
+from journal.api import FencedWriter, Journal, OutgoingRecord, Position
+from journal.errors import Fenced, JournalError, JournalUnavailable
 from journal.wire.messages import TYPE_HEADER, CommandMessage, PackageMessage, decode, type_name
 from journal.wire.signing import RecordVerifier, SignatureError
 from runtime.errors import DecodeError
@@ -167,8 +173,33 @@ def _scan(
     return best
 
 
+class NotWriter(JournalUnavailable):
+    """This instance may not write the agent's numbered records now (another one does): a
+    retry, through the instance that writes, helps."""
+
+
+@dataclass
+class _Queued:
+    """One numbered record waiting for its batch; ``done`` once the batch landed or failed."""
+
+    number: int
+    record: OutgoingRecord
+    done: threading.Event = field(default_factory=threading.Event)
+    offset: int | None = None
+    error: BaseException | None = None
+
+    def settle(self, offset: int | None, error: BaseException | None) -> None:
+        self.offset, self.error = offset, error
+        self.done.set()
+
+
+def fence_id(agent: str, topic: str) -> str:
+    """The fence (on Kafka the transactional id) of ``agent``'s numbered records on ``topic``."""
+    return f"scd-sequence-{agent}-{topic}"
+
+
 class Sequencer:
-    """Numbers and sends the records one publisher agent sends to one topic (thread-safe)."""
+    """Numbers and writes the records one publisher agent sends to one topic (thread-safe)."""
 
     def __init__(
         self,
@@ -178,77 +209,141 @@ class Sequencer:
         verifier: RecordVerifier | None = None,
         max_scan_records: int = MAX_SCAN_RECORDS,
         wait_s: float = DEFAULT_WAIT_S,
+        may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         """``verifier``: the agent's own public key when it signs, so that only its own records
-        count when the tail is read; ``wait_s``: how long a record waits for its number."""
+        count when the tail is read; ``wait_s``: how long a record waits for its number and
+        its batch; ``may_write``: whether this instance may open the agent's writer now."""
         self.journal = journal
         self.topic = topic
         self.agent = agent
         self.verifier = verifier
         self.max_scan_records = max_scan_records
         self.wait_s = wait_s
+        self.may_write = may_write
+        self.fence_id = fence_id(agent, topic)
+        # Lock order: _write_lock before _lock. _lock: numbering and the queue; _write_lock:
+        # one batch (or one opening of the writer) at a time.
         self._lock = threading.Lock()
-        self._settled = threading.Condition(self._lock)  # notified when _in_flight drops to 0
-        self._last: int | None = None  # the last number given; None: read the log first
-        self._stale = False  # read the log before the next number (a failed send, resync)
-        self._in_flight = 0  # records queued whose outcome is not known yet
+        self._write_lock = threading.Lock()
+        self._writer: FencedWriter | None = None
+        self._last: int | None = None  # the last number given; None: open and read the log
+        self._queued: list[_Queued] = []
 
     @property
     def last(self) -> int | None:
         return self._last
 
-    def resync(self) -> None:
-        """Read the log again before the next number (this instance became leader). Does not
-        wait for a send in progress: the leadership thread calls it."""
-        self._stale = True
+    def reset(self) -> None:
+        """Open the writer and read the log again before the next number (this instance
+        became, or stopped being, the one that writes). Waits for no batch."""
+        with self._lock:
+            self._last = None
+
+    def close(self) -> None:
+        with self._write_lock, self._lock:
+            self._last = None
+            self._close_writer()
 
     def send(self, encode: Encoder, key: bytes | None = None) -> int:
-        """Number, encode (``encode(number)``) and send one record; its offset once it is on
-        the log. Raises what the send raised, then the number after it is read from the log
-        (see the module docstring); JournalUnavailable when the number waited over ``wait_s``."""
-        pending = self._start(encode, key)
-        try:
-            return self.journal.finish_send(pending)
-        except BaseException:
-            self._stale = True
-            raise
-        finally:
-            with self._settled:
-                self._in_flight -= 1
-                if self._in_flight == 0:
-                    self._settled.notify_all()
-
-    def _start(self, encode: Encoder, key: bytes | None) -> PendingSend:
-        """Under the lock: the next number, the record queued and counted in flight."""
+        """Number, encode (``encode(number)``) and write one record; its offset once it is on
+        the log. Raises what the write raised (then the numbers after it are read from the log
+        again), NotWriter when this instance may not write, JournalUnavailable when the record
+        waited over ``wait_s``."""
         deadline = time.monotonic() + self.wait_s
-        if not self._lock.acquire(timeout=self.wait_s):
-            raise self._waited()
+        queued = self._number(encode, key, deadline)
+        self._write(queued, deadline)
+        if queued.error is not None:
+            raise queued.error
+        assert queued.offset is not None
+        return queued.offset
+
+    def _number(self, encode: Encoder, key: bytes | None, deadline: float) -> _Queued:
+        while True:
+            with self._locked(self._lock, deadline):
+                if self._last is not None:
+                    number = self._last + 1
+                    value, headers = encode(number)
+                    queued = _Queued(number, OutgoingRecord(value, key, headers))
+                    self._queued.append(queued)
+                    self._last = number
+                    return queued
+            with self._locked(self._write_lock, deadline), self._locked(self._lock, deadline):
+                if self._last is None:
+                    self._open()
+
+    def _open(self) -> None:
+        """A new writer (fencing and settling every earlier one), then the tail read (under
+        both locks)."""
+        # Records numbered before a reset() would continue numbers the new writer reads again.
+        stale, self._queued = self._queued, []
+        for q in stale:
+            q.settle(None, JournalUnavailable(f"{self.topic}: the writer of {self.agent} changed"))
+        if not self.may_write():
+            raise NotWriter(f"{self.topic}: another instance of {self.agent} writes its records")
+        self._close_writer()
+        self._writer = self.journal.fenced_writer(self.fence_id)
+        self._last = self._resume()
+
+    def _write(self, queued: _Queued, deadline: float) -> None:
+        """Write every record queued so far as one batch, unless an earlier batch took
+        ``queued`` along."""
         try:
-            if not self._settled.wait_for(self._may_number, deadline - time.monotonic()):
-                raise self._waited()
-            if self._last is None or self._stale:
-                self._last, self._stale = self._resume(), False
-            number = self._last + 1
-            value, headers = encode(number)
-            pending = self.journal.start_send(self.topic, value, key=key, headers=headers)
-            self._last = number
-            self._in_flight += 1
-            return pending
-        except BaseException:
-            self._stale = True
-            raise
+            with self._locked(self._write_lock, deadline):
+                if not queued.done.is_set():
+                    self._write_queued()
+        except JournalUnavailable as exc:
+            if not queued.done.is_set():
+                self._withdraw(queued, exc)
+
+    def _write_queued(self) -> None:
+        """Under ``_write_lock``: one batch of everything queued."""
+        with self._lock:
+            batch, self._queued = self._queued, []
+            writer = self._writer
+        assert writer is not None, "a record is queued only with a writer open"
+        try:
+            offsets = writer.write(self.topic, [q.record for q in batch])
+        except BaseException as exc:
+            with self._lock:
+                behind, self._queued = self._queued, []
+                self._last = None
+                if isinstance(exc, Fenced):
+                    self._close_writer()
+            for q in batch + behind:
+                q.settle(None, exc)
+            return
+        for q, offset in zip(batch, offsets, strict=True):
+            q.settle(offset, None)
+
+    def _withdraw(self, queued: _Queued, error: JournalUnavailable) -> None:
+        """``queued`` gave up waiting for the batch ahead: it and the records behind it leave
+        the queue (numbered after it), and the next number is read from the log again."""
+        with self._lock:
+            if queued.done.is_set():
+                return
+            index = self._queued.index(queued)
+            withdrawn, self._queued = self._queued[index:], self._queued[:index]
+            self._last = None
+        for q in withdrawn:
+            q.settle(None, error)
+
+    def _close_writer(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+
+    @contextmanager
+    def _locked(self, lock: threading.Lock, deadline: float) -> Iterator[None]:
+        if not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise JournalUnavailable(
+                f"{self.topic}: the record of {self.agent} ahead of this one waited over "
+                f"{self.wait_s} s for the journal"
+            )
+        try:
+            yield
         finally:
-            self._lock.release()
-
-    def _may_number(self) -> bool:
-        """Numbering goes on from memory, or the log holds every record sent so far."""
-        return (self._last is not None and not self._stale) or self._in_flight == 0
-
-    def _waited(self) -> JournalUnavailable:
-        return JournalUnavailable(
-            f"{self.topic}: the record of {self.agent} ahead of this one waited over "
-            f"{self.wait_s} s for the journal"
-        )
+            lock.release()
 
     def _resume(self) -> int:
         found, bound = highest_sequence(

@@ -47,6 +47,7 @@ from publisher.queues.error_queues import ErrorQueues
 from publisher.queues.positions import package_offset
 from publisher.queues.throttle import Throttle
 from publisher.queues.views import Queues, QueueSummary
+from publisher.replicas import ANNOUNCE_EVERY_S, LeaderDirectory
 from publisher.settings import PublisherSettings
 from runtime.clock import now_ms
 from runtime.errors import ScdError
@@ -63,6 +64,8 @@ STARTUP_RETRY_S = 0.5
 # How long stop() waits for each background thread: longer than any poll timeout or leader
 # job step, short enough for a SIGTERM to end the process promptly.
 STOP_TIMEOUT_S = 10.0
+# How often the leader checks whether its announcement is due (and notices it became leader).
+ANNOUNCE_TICK_S = 0.25
 # Readiness re-checks the journal at most this often; a probe every second must not turn into
 # a broker request every second.
 READINESS_CACHE_S = 5.0
@@ -124,10 +127,25 @@ class PublisherAgent:
         number_wait_s = max(
             1.0, journal_settings.send_timeout_s - journal_settings.request_timeout_s
         )
+        # Only the leader writes numbered records (publisher/replicas.py); the others forward.
         self.sequencers = [
-            Sequencer(journal, topic, settings.agent_name, own_key, wait_s=number_wait_s)
+            Sequencer(
+                journal,
+                topic,
+                settings.agent_name,
+                own_key,
+                wait_s=number_wait_s,
+                may_write=lambda: self.leadership.is_leader,
+            )
             for topic in (topics.package, topics.command)
         ]
+        self.directory = LeaderDirectory(
+            journal,
+            settings.leader_topic,
+            settings.agent_name,
+            settings.instance_id,
+            settings.api_url(),
+        )
         self.distributor = Distributor(
             journal,
             topics.package,
@@ -206,6 +224,7 @@ class PublisherAgent:
         self._last_cleanup: float | None = None
         self._started = False
         self._ready_checked = 0.0
+        self._announced = 0.0  # time.monotonic() of the last leader announcement
         self._ready = False
         self._skips_reported: dict[tuple[str, str], int] = {}
 
@@ -230,11 +249,13 @@ class PublisherAgent:
         ]
         for poller in self._pollers:
             poller.start()
+        self._at_startup(self.directory.open)
         self.leadership.start(self._leadership_changed)
         self.supervisor.watch(
             self.cache.thread, *(p.thread for p in self._pollers), self.leadership.thread
         )
         self._spawn("publisher-maintenance", self._maintenance_loop)
+        self._spawn("publisher-announce", self._announce_loop)
         if self.settings.events_enabled:
             self._spawn("publisher-events", self._events_loop)
         self._spawn("publisher-cleanup", self._cleanup_loop)
@@ -287,6 +308,8 @@ class PublisherAgent:
         for thread in stoppers:
             thread.join(STOP_TIMEOUT_S)
         self.supervisor.join(STOP_TIMEOUT_S)
+        for sequencer in self.sequencers:
+            sequencer.close()
         self.request_blobs.close()
         self._started = False
         log.info("publisher agent %s stopped", self.settings.agent_name)
@@ -310,11 +333,12 @@ class PublisherAgent:
 
     def _leadership_changed(self, leader: bool) -> None:
         self.metrics.leader.set(1 if leader else 0)
-        if leader:
-            # Another instance may have sent since this one last read the log.
-            for sequencer in self.sequencers:
-                sequencer.resync()
-        else:
+        # A new leader opens its writers (fencing the last leader's) and reads the log again;
+        # one that lost leadership writes no more.
+        for sequencer in self.sequencers:
+            sequencer.reset()
+        self._announced = 0.0
+        if not leader:
             self.events.reset()
 
     # ------------------------------------------------------------------ loops
@@ -328,6 +352,20 @@ class PublisherAgent:
                     self.recycle_cache()
             except ScdError as exc:
                 log.warning("publisher maintenance failed (retried): %s", exc)
+
+    def _announce_loop(self) -> None:
+        """The leader says where it serves (publisher/replicas.py), at once when it became
+        leader, then every ANNOUNCE_EVERY_S."""
+        while not self._stop.wait(ANNOUNCE_TICK_S):
+            if not self.leadership.is_leader:
+                continue
+            if time.monotonic() - self._announced < ANNOUNCE_EVERY_S:
+                continue
+            try:
+                self.directory.announce()
+                self._announced = time.monotonic()
+            except JournalError as exc:
+                log.warning("announcing the leader failed (retried): %s", exc)
 
     def _events_loop(self) -> None:
         while not self._stop.wait(self.settings.view_refresh_s):

@@ -138,6 +138,13 @@ class PublisherSettings(ScdSettings):
         description="Id of the signing key, sent with each signed record.",
     )
     host: str = "127.0.0.1"
+    advertised_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s/?#]{1,255}(/[^\s?#]{0,200})?$",
+        description="Where the other instances of this agent reach this one's API (they "
+        "forward writing requests to the leader's). None: http://<host>:<port>, with the host "
+        "name when the API listens on every interface.",
+    )
     port: int = Field(default=8080, ge=0, le=65535)
 
     content_root: Path | None = Field(
@@ -227,6 +234,13 @@ class PublisherSettings(ScdSettings):
         if len(set(value)) != len(value):
             raise ValueError("remote topic prefixes are listed more than once")
         return value
+
+    def api_url(self) -> str:
+        """``advertised_url``, or the address this instance's API listens on."""
+        if self.advertised_url is not None:
+            return self.advertised_url.rstrip("/")
+        host = socket.gethostname() if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
 
     @model_validator(mode="after")
     def _check(self) -> Self:

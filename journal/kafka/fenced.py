@@ -8,7 +8,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from journal.api import FencedWriter, OutgoingRecord
 from journal.errors import Fenced, JournalError, JournalUnavailable
@@ -41,6 +41,20 @@ class ProducerSource(Protocol):
     ) -> None: ...
 
 
+class _Delivery:
+    """Records the offset of record ``index`` of a batch once the broker acknowledged it."""
+
+    __slots__ = ("index", "offsets")
+
+    def __init__(self, offsets: list[int | None], index: int) -> None:
+        self.offsets = offsets
+        self.index = index
+
+    def __call__(self, err: KafkaError | None, message: Message) -> None:
+        if err is None:
+            self.offsets[self.index] = message.offset()
+
+
 class KafkaFencedWriter(FencedWriter):
     def __init__(self, journal: ProducerSource, fence_id: str) -> None:
         self.journal = journal
@@ -57,14 +71,23 @@ class KafkaFencedWriter(FencedWriter):
         except KafkaException as exc:
             raise self._error(exc.args[0], "open") from exc
 
-    def write(self, topic: str, records: Sequence[OutgoingRecord]) -> None:
+    def write(self, topic: str, records: Sequence[OutgoingRecord]) -> list[int]:
         for r in records:
             self.journal.check_size(topic, r.value, r.key, r.headers)
         producer = self._producer
+        offsets: list[int | None] = [None] * len(records)
         try:
             producer.begin_transaction()
-            for r in records:
-                self._produce(topic, r)
+            for i, r in enumerate(records):
+                self._produce(topic, r, _Delivery(offsets, i))
+            # The delivery reports (the offsets) are served by flush, before the commit.
+            unsent = producer.flush(self.journal.send_timeout_s)
+            if unsent or None in offsets:
+                self._abort()
+                raise JournalUnavailable(
+                    f"writer {self.fence_id!r}: {topic} did not acknowledge a batch of "
+                    f"{len(records)} records within {self.journal.send_timeout_s} s"
+                )
             producer.commit_transaction(self.journal.send_timeout_s)
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
@@ -77,17 +100,18 @@ class KafkaFencedWriter(FencedWriter):
                 f"writer {self.fence_id!r}: a batch of {len(records)} records does not fit "
                 "the producer's queue, even emptied"
             ) from exc
+        return [o for o in offsets if o is not None]
 
-    def _produce(self, topic: str, r: OutgoingRecord) -> None:
+    def _produce(self, topic: str, r: OutgoingRecord, delivered: _Delivery) -> None:
         headers: list[tuple[str, str | bytes | None]] | None = (
             list(r.headers.items()) if r.headers else None
         )
         try:
-            self._producer.produce(topic, r.value, r.key, headers=headers)
+            self._producer.produce(topic, r.value, r.key, headers=headers, on_delivery=delivered)
         except BufferError:
             # Queue full: send what is queued (the transaction stays open), then try once more.
             self._producer.flush(self.journal.send_timeout_s)
-            self._producer.produce(topic, r.value, r.key, headers=headers)
+            self._producer.produce(topic, r.value, r.key, headers=headers, on_delivery=delivered)
 
     def _abort(self) -> None:
         try:

@@ -305,7 +305,7 @@ class SqliteJournal(Journal):
 
     def _write_fenced(
         self, fence_id: str, epoch: int, topic: str, records: Sequence[OutgoingRecord]
-    ) -> None:
+    ) -> list[int]:
         batch = [self._queued(topic, r.value, r.key, r.headers) for r in records]
         try:
             with self._lock, self._transaction():
@@ -317,6 +317,7 @@ class SqliteJournal(Journal):
                 self._append(batch, now_ms())
         except sqlite3.Error as exc:
             raise self._refused(exc) from exc
+        return [item.pending.result() for item in batch]
 
     def leadership(self, election: Election) -> Leadership:
         lock = self.path.with_name(f"{self.path.name}.{election.name}.leader.lock")
@@ -335,8 +336,8 @@ class _SqliteFencedWriter(FencedWriter):
         self.fence_id = fence_id
         self.epoch = epoch
 
-    def write(self, topic: str, records: Sequence[OutgoingRecord]) -> None:
-        self.journal._write_fenced(self.fence_id, self.epoch, topic, records)
+    def write(self, topic: str, records: Sequence[OutgoingRecord]) -> list[int]:
+        return self.journal._write_fenced(self.fence_id, self.epoch, topic, records)
 
     def close(self) -> None:
         pass  # holds nothing: the fence lives in the database

@@ -1,22 +1,21 @@
 """Sequence numbers from the log's tail (journal/sequence.py), on the embedded journal, and
-its waits for acknowledgements outside the lock, on a journal whose acknowledgements the test
-releases."""
+its batches and failures, on a journal whose writes the test releases."""
 
 from __future__ import annotations
 
 import functools
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from journal.api import PendingSend, Position, TopicSpec
-from journal.errors import JournalUnavailable
-from journal.sequence import Encoder, Sequencer, highest_sequence, record_sequence
+from journal.api import FencedWriter, OutgoingRecord, Position, TopicSpec
+from journal.errors import Fenced, JournalUnavailable
+from journal.sequence import Encoder, NotWriter, Sequencer, highest_sequence, record_sequence
 from journal.sqlite.journal import SqliteJournal
 from journal.wire import messages as m
 from journal.wire.signing import RecordSigner
@@ -80,54 +79,61 @@ def logged_numbers(journal: SqliteJournal) -> list[int]:
 
 
 class Gate:
-    """The outcome of one record's finish_send, decided by the test."""
+    """The outcome of one batch's write, decided by the test."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int) -> None:
+        self.size = size  # records in the batch
         self.opened = threading.Event()
-        self.fails = False
+        self.outcome = "land"
 
     def land(self) -> None:
         self.opened.set()
 
-    def fail(self) -> None:
-        """The wait fails, but the record stays queued: it lands with the next flush, as a
-        Kafka record whose acknowledgement timed out may."""
-        self.fails = True
+    def fail(self, landed: bool = False) -> None:
+        """The write fails; with ``landed`` its records are on the log all the same, as a Kafka
+        batch whose commit was acknowledged too late."""
+        self.outcome = "fail-landed" if landed else "fail"
         self.opened.set()
 
 
+class GatedWriter(FencedWriter):
+    def __init__(self, journal: GatedJournal, inner: FencedWriter) -> None:
+        self.journal = journal
+        self.inner = inner
+
+    def write(self, topic: str, records: Sequence[OutgoingRecord]) -> list[int]:
+        gate = self.journal.gate(len(records))
+        assert gate.opened.wait(WAIT_S), "the test never opened the gate"
+        if gate.outcome == "fail":
+            raise JournalUnavailable("no acknowledgement (test)")
+        offsets = self.inner.write(topic, records)
+        if gate.outcome == "fail-landed":
+            raise JournalUnavailable("acknowledged too late (test)")
+        return offsets
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 class GatedJournal(SqliteJournal):
-    """finish_send of each record waits until its gate (``gates``, in start order) opens."""
+    """Each batch a fenced writer writes waits until its gate (``gates``, in order) opens."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.gates: list[Gate] = []
-        self._gate: dict[int, Gate] = {}
         self._started = threading.Condition()
 
-    def start_send(
-        self,
-        topic: str,
-        value: bytes,
-        *,
-        key: bytes | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> PendingSend:
-        pending = super().start_send(topic, value, key=key, headers=headers)
-        with self._started:
-            self._gate[id(pending)] = gate = Gate()
-            self.gates.append(gate)
-            self._started.notify_all()
-        return pending
+    def fenced_writer(self, fence_id: str) -> FencedWriter:
+        return GatedWriter(self, super().fenced_writer(fence_id))
 
-    def finish_send(self, pending: PendingSend) -> int:
-        gate = self._gate[id(pending)]
-        assert gate.opened.wait(WAIT_S), "the test never opened the gate"
-        if gate.fails:
-            raise JournalUnavailable("no acknowledgement (test)")
-        return super().finish_send(pending)
+    def gate(self, size: int) -> Gate:
+        with self._started:
+            self.gates.append(gate := Gate(size))
+            self._started.notify_all()
+        return gate
 
     def started(self, count: int) -> None:
+        """Wait until ``count`` batches are being written."""
         with self._started:
             assert self._started.wait_for(lambda: len(self.gates) >= count, WAIT_S)
 
@@ -147,36 +153,36 @@ def test_numbers_grow_across_restarts_and_instances(journal: SqliteJournal) -> N
     assert highest_sequence(journal, TOPIC, "pub") == (5, 6)
 
 
-def test_after_a_failed_send_the_next_number_is_read_from_the_log(tmp_path: Path) -> None:
-    with GatedJournal(tmp_path / "j.db") as journal:
-        journal.create_topics([TopicSpec(TOPIC)])
-        sequencer = Sequencer(journal, TOPIC, "pub")
-        with ThreadPoolExecutor(1) as pool:
-            first = pool.submit(numbers, sequencer, 1)
-            journal.started(1)
-            journal.gates[0].land()
-            assert first.result(WAIT_S) == [1]
-        # A record that never reached the log leaves no gap.
-        with pytest.raises(RuntimeError):
-            sequencer.send(failing)
-        with ThreadPoolExecutor(1) as pool:
-            second = pool.submit(numbers, sequencer, 1)
-            journal.started(2)
-            journal.gates[1].land()
-            assert second.result(WAIT_S) == [2]
-        # A record that reached the log although its send failed is not numbered twice.
-        with ThreadPoolExecutor(1) as pool:
-            lost = pool.submit(numbers, sequencer, 1)
-            journal.started(3)
-            journal.gates[2].fail()
-            with pytest.raises(JournalUnavailable):
-                lost.result(WAIT_S)
-            journal.flush()  # it lands after all
-            after = pool.submit(numbers, sequencer, 1)
-            journal.started(4)
-            journal.gates[3].land()
-            assert after.result(WAIT_S) == [4]
-        assert logged_numbers(journal) == [1, 2, 3, 4]
+def test_after_a_failed_write_the_next_number_is_read_from_the_log(gated: GatedJournal) -> None:
+    sequencer = Sequencer(gated, TOPIC, "pub", wait_s=WAIT_S)
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(numbers, sequencer, 1)
+        gated.started(1)
+        gated.gates[0].land()
+        assert first.result(WAIT_S) == [1]
+        # A batch that never reached the log leaves no gap.
+        lost = pool.submit(numbers, sequencer, 1)
+        gated.started(2)
+        gated.gates[1].fail()
+        with pytest.raises(JournalUnavailable):
+            lost.result(WAIT_S)
+        second = pool.submit(numbers, sequencer, 1)
+        gated.started(3)
+        gated.gates[2].land()
+        assert second.result(WAIT_S) == [2]  # the number the lost one had
+        # A batch that reached the log although its write failed is not numbered twice.
+        late = pool.submit(numbers, sequencer, 1)
+        gated.started(4)
+        gated.gates[3].fail(landed=True)
+        with pytest.raises(JournalUnavailable):
+            late.result(WAIT_S)
+        after = pool.submit(numbers, sequencer, 1)
+        gated.started(5)
+        gated.gates[4].land()
+        assert after.result(WAIT_S) == [4]
+    with pytest.raises(RuntimeError):  # an encoding that fails numbers nothing
+        sequencer.send(failing)
+    assert logged_numbers(gated) == [1, 2, 3, 4]
 
 
 def test_concurrent_sends_reach_the_log_in_the_order_of_their_numbers(
@@ -191,63 +197,85 @@ def test_concurrent_sends_reach_the_log_in_the_order_of_their_numbers(
     assert logged_numbers(journal) == list(range(1, per_thread * threads + 1))
 
 
-def test_the_lock_is_not_held_while_a_send_waits_for_its_acknowledgement(
+def test_records_queued_behind_a_batch_are_written_as_the_next_batch(
     gated: GatedJournal,
 ) -> None:
     sequencer = Sequencer(gated, TOPIC, "pub", wait_s=WAIT_S)
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(4) as pool:
         first = pool.submit(numbers, sequencer, 1)
         gated.started(1)
-        second = pool.submit(numbers, sequencer, 1)
-        gated.started(2)  # queued while the first one still waits
-        assert not first.done()
-        gated.gates[1].land()
+        behind = [pool.submit(numbers, sequencer, 1) for _ in range(3)]
+        time.sleep(0.2)  # numbered and queued while the first batch is being written
         gated.gates[0].land()
-        assert (first.result(WAIT_S), second.result(WAIT_S)) == ([1], [2])
-    assert logged_numbers(gated) == [1, 2]
+        gated.started(2)
+        gated.gates[1].land()
+        assert first.result(WAIT_S) == [1]
+        assert sorted(f.result(WAIT_S)[0] for f in behind) == [2, 3, 4]
+    assert [g.size for g in gated.gates] == [1, 3]
+    assert logged_numbers(gated) == [1, 2, 3, 4]
 
 
-def test_after_a_failure_the_log_is_read_once_the_sends_in_flight_finished(
-    gated: GatedJournal,
-) -> None:
+def test_records_queued_behind_a_failed_batch_fail_with_it(gated: GatedJournal) -> None:
     sequencer = Sequencer(gated, TOPIC, "pub", wait_s=WAIT_S)
     with ThreadPoolExecutor(3) as pool:
-        in_flight = pool.submit(numbers, sequencer, 1)
-        gated.started(1)
         failed = pool.submit(numbers, sequencer, 1)
-        gated.started(2)
-        gated.gates[1].fail()  # its record is still queued, behind the one in flight
-        with pytest.raises(JournalUnavailable):
-            failed.result(WAIT_S)
-        # Read now, the log would hold neither record and the next number would be 1 again.
-        after = pool.submit(numbers, sequencer, 1)
+        gated.started(1)
+        behind = pool.submit(numbers, sequencer, 1)
         time.sleep(0.2)
-        assert len(gated.gates) == 2, "the next record was numbered before the log was read"
-        gated.gates[0].land()  # lands both queued records
-        assert in_flight.result(WAIT_S) == [1]
-        gated.started(3)
-        gated.gates[2].land()
-        assert after.result(WAIT_S) == [3]
-    assert logged_numbers(gated) == [1, 2, 3]
+        gated.gates[0].fail()
+        for f in (failed, behind):  # numbered 2 after a 1 that is not on the log: both fail
+            with pytest.raises(JournalUnavailable):
+                f.result(WAIT_S)
+        after = pool.submit(numbers, sequencer, 1)
+        gated.started(2)
+        gated.gates[1].land()
+        assert after.result(WAIT_S) == [1]
+    assert logged_numbers(gated) == [1]
 
 
-def test_the_wait_for_the_sends_in_flight_is_bounded(gated: GatedJournal) -> None:
+def test_the_wait_for_the_batch_ahead_is_bounded(gated: GatedJournal) -> None:
     sequencer = Sequencer(gated, TOPIC, "pub", wait_s=0.3)
     with ThreadPoolExecutor(2) as pool:
         stuck = pool.submit(numbers, sequencer, 1)
         gated.started(1)
-        with pytest.raises(RuntimeError):
-            sequencer.send(failing)
         started = time.monotonic()
         with pytest.raises(JournalUnavailable, match=r"waited over 0\.3 s"):
             sequencer.send(recording("pub", []))
         assert 0.3 <= time.monotonic() - started < 5
         gated.gates[0].land()
         assert stuck.result(WAIT_S) == [1]
+        # The one that gave up was taken off the queue: the next number is read again.
         after = pool.submit(numbers, sequencer, 1)
         gated.started(2)
         gated.gates[1].land()
         assert after.result(WAIT_S) == [2]
+    assert [g.size for g in gated.gates] == [1, 1]
+
+
+def test_a_fenced_instance_lands_nothing_and_numbers_stay_unique(journal: SqliteJournal) -> None:
+    first, second = Sequencer(journal, TOPIC, "pub"), Sequencer(journal, TOPIC, "pub")
+    assert numbers(first, 2) == [1, 2]
+    assert numbers(second, 2) == [3, 4]  # opening its writer fenced the first one
+    with pytest.raises(Fenced):  # the first still numbers from memory: 3 again, refused
+        numbers(first, 1)
+    assert numbers(first, 1) == [5]  # opened again (fencing the second), read the log
+    with pytest.raises(Fenced):
+        numbers(second, 1)
+    assert logged_numbers(journal) == [1, 2, 3, 4, 5]
+
+
+def test_an_instance_that_may_not_write_refuses(journal: SqliteJournal) -> None:
+    allowed = threading.Event()
+    sequencer = Sequencer(journal, TOPIC, "pub", may_write=allowed.is_set)
+    with pytest.raises(NotWriter):
+        numbers(sequencer, 1)
+    allowed.set()
+    assert numbers(sequencer, 1) == [1]
+    allowed.clear()
+    sequencer.reset()  # no longer the writer
+    with pytest.raises(NotWriter):
+        numbers(sequencer, 1)
+    assert logged_numbers(journal) == [1]
 
 
 def test_a_number_waits_for_the_lock_at_most_wait_s(journal: SqliteJournal) -> None:
@@ -268,14 +296,6 @@ def test_a_number_waits_for_the_lock_at_most_wait_s(journal: SqliteJournal) -> N
         assert time.monotonic() - started < 5
         release.set()
         ahead.result(WAIT_S)
-
-
-def test_resync_reads_what_another_instance_sent(journal: SqliteJournal) -> None:
-    first, second = Sequencer(journal, TOPIC, "pub"), Sequencer(journal, TOPIC, "pub")
-    assert numbers(first, 2) == [1, 2]
-    assert numbers(second, 2) == [3, 4]
-    first.resync()  # became leader
-    assert numbers(first, 1) == [5]
 
 
 def test_a_number_above_the_record_count_is_ignored(journal: SqliteJournal) -> None:

@@ -76,7 +76,7 @@ def call(
 
 @pytest.fixture
 def app(make_agent: AgentFactory) -> FastAPI:
-    return create_app(make_agent(start=False))
+    return create_app(make_agent())
 
 
 @pytest.mark.parametrize(
@@ -109,7 +109,7 @@ def test_with_the_token_the_body_is_read(app: FastAPI) -> None:
 
 
 def test_dev_mode_without_a_token_reads_the_body(make_agent: AgentFactory) -> None:
-    app = create_app(make_agent(start=False, dev_mode=True, api_token=None))
+    app = create_app(make_agent(dev_mode=True, api_token=None))
     headers = [(b"content-type", b"application/json")]
     response, read = call(app, "/queues/q/clear", headers, body=b'{"mode": "all"}')
     assert read

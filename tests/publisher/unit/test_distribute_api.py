@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from blobstore.local import LocalBlobStore
-from journal.api import PendingSend, Position
+from journal.api import FencedWriter, Position
 from journal.content.package import checksum, decode_package
 from journal.errors import JournalUnavailable
 from journal.sqlite.journal import SqliteJournal
@@ -287,10 +287,10 @@ def test_journal_outage_answers_503_and_leaves_no_unaccounted_blob(
     (content_root / "f").write_bytes(os.urandom(20 * KIB))
     client = TestClient(create_app(agent), headers=AUTH)
 
-    def unavailable(*args: Any, **kwargs: Any) -> PendingSend:
+    def unavailable(*args: Any, **kwargs: Any) -> FencedWriter:
         raise JournalUnavailable("Kafka at 127.0.0.1:1 is unreachable")
 
-    monkeypatch.setattr(agent.distributor.journal, "start_send", unavailable)
+    monkeypatch.setattr(agent.distributor.journal, "fenced_writer", unavailable)
     response = client.post("/distribute", json={"action": "ADD", "paths": ["/f"]})
     assert response.status_code == 503
     assert "unreachable" in response.json()["detail"]

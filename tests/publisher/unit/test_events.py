@@ -116,7 +116,7 @@ def test_only_the_leader_sends_events(make_agent: AgentFactory, journal: SqliteJ
     one = make_agent(instance_id="pub-1")
     wait_for(lambda: one.leadership.is_leader)
     two = make_agent(instance_id="pub-2")
-    offsets = distribute(two, 4)
+    offsets = distribute(one, 4)
     sub = SimulatedSubscriber(journal, TOPICS, "s")
     start_events(one, sub, offsets[0])
     sub.announce(offsets[3])
