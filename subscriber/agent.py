@@ -10,7 +10,9 @@
 * the import hooks (subscriber.hooks), run by the import thread: those given, or those
   SCD_SUBSCRIBER_IMPORT_HOOKS names (an unknown name stops the start: ConfigError);
 * the writer lease (subscriber.writer.role), when given one: renewed while this process
-  writes the store, watched while it is a standby.
+  writes the store, watched while it is a standby;
+* the read model (subscriber.reads.model), in a thread of its own: the current tree the
+  daemon's read API serves, kept current by each commit.
 
 Every thread is supervised (runtime.supervisor): an exception is logged, counted and the
 thread restarted; ``ready`` answers False while one is down.
@@ -45,6 +47,8 @@ from subscriber.http import CanaryWait, Health
 from subscriber.maintenance import MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness, ReadinessRules, supervised_check
+from subscriber.reads.model import ReadModel
+from subscriber.reads.sources import read_model
 from subscriber.settings import SubscriberSettings
 from subscriber.store.base import Store
 from subscriber.writer.lease import WriterLease
@@ -165,6 +169,10 @@ class SubscriberAgent:
         )
         self._commands: MessagePoller | None = None
         self._statuses: MessagePoller | None = None
+        # The read model of the store (subscriber.reads), served by the daemon's endpoint.
+        self.reads: ReadModel | None = None
+        if settings.read_api:
+            self.reads = read_model(settings, store, settings.read_index_dir, self._read_gate)
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -213,6 +221,8 @@ class SubscriberAgent:
             ).start()
             self.supervisor.watch(self._statuses.thread)
         self.supervisor.spawn(f"{self.name}-import", self.loop.run)
+        if self.reads is not None:
+            self.reads.start()
         return self
 
     def stop(self, timeout_s: float = 60.0) -> None:
@@ -225,6 +235,8 @@ class SubscriberAgent:
             self._statuses.stop()
         self.supervisor.stop(timeout_s)
         self.loop.shutdown()
+        if self.reads is not None:
+            self.reads.stop()
         self.bookkeeping.maintenance.wait(timeout_s)  # a step in the maintenance thread
         self.role.release()  # nothing writes any more: a standby may take over at once
 
@@ -298,6 +310,17 @@ class SubscriberAgent:
             return None
         offset, verdict = waiting
         return CanaryWait(offset=offset, pending=[*verdict.pending], failed=[*verdict.failed])
+
+    def _read_gate(self) -> str | None:
+        """Why the read model must not answer now (None: it may): only the active writer's
+        model is current, once its store is open."""
+        if self._stop.is_set():
+            return "the subscriber is stopping"
+        if not self.role.active:
+            return f"not serving reads: {self.role.describe()}"
+        if not self.loop.opened:
+            return "the content store is not open yet"
+        return None
 
     def ready(self) -> tuple[bool, str]:
         """Readiness (subscriber.readiness), False while a background thread is down, the

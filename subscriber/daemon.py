@@ -21,6 +21,7 @@ from contextlib import ExitStack
 from types import FrameType
 from typing import Any
 
+from blobstore.api import BlobStore
 from blobstore.factory import open_blob_store
 from journal.api import Journal
 from journal.factory import open_journal
@@ -33,6 +34,7 @@ from subscriber.fleet.commit_slots import CommitSlots
 from subscriber.fleet.view import AgentsView
 from subscriber.hooks.loading import check_hook_names
 from subscriber.http import HealthServer
+from subscriber.reads.api import ReadApi
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
 from subscriber.store.delta import DeltaStore
@@ -148,7 +150,7 @@ def run(settings: SubscriberSettings) -> int:
         stack.callback(lambda: _stop_all(list(agents)))
         for agent in agents:
             agent.start()
-        _serve(settings, view, stack)
+        _serve(settings, view, blobs, stack)
         for agent in agents:
             log.info("subscriber %s running on store %s", agent.name, agent.settings.store_path)
         while not stop.is_set():
@@ -168,16 +170,29 @@ def fold_worker_of(settings: SubscriberSettings, spark: Any, stack: ExitStack) -
     return worker
 
 
-def _serve(settings: SubscriberSettings, view: AgentsView, stack: ExitStack) -> None:
-    """The health, readiness and metrics endpoint of every agent, if a port is set."""
+def _serve(
+    settings: SubscriberSettings, view: AgentsView, blobs: BlobStore | None, stack: ExitStack
+) -> None:
+    """The health, readiness and metrics endpoint of every agent, and their read API, if a
+    port is set."""
     if settings.http_port is None:
         return
+    reads = None
+    if settings.read_api:
+        token = settings.read_token.get_secret_value() if settings.read_token else None
+        reads = ReadApi(view, blobs, token)
+        stack.callback(reads.close)
     server = HealthServer(
-        view.health, view.ready, view.metrics, host=settings.http_host, port=settings.http_port
+        view.health,
+        view.ready,
+        view.metrics,
+        reads=reads,
+        host=settings.http_host,
+        port=settings.http_port,
     )
     server.start()
     stack.callback(server.stop)
-    log.info("health, readiness and metrics on %s", server.url)
+    log.info("health, readiness, metrics%s on %s", " and reads" if reads else "", server.url)
 
 
 def _wanted(settings: SubscriberSettings) -> dict[str, SubscriberSettings] | None:

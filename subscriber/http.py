@@ -9,7 +9,9 @@
 where a new store starts (``startOffset``) was fixed when the process started, and a store
 that holds an offset resumes from it. Launchers (deploy/cluster.sh, compose healthchecks) wait
 for it before they call the cluster up; it turns true before the store has opened.
-* ``GET /metrics``: Prometheus text exposition.
+* ``GET /metrics``: Prometheus text exposition;
+* the read API, when given one (subscriber.reads.api, docs/read-api.md): ``/content/...`` and
+  ``/binaries/...``, on threads of its own.
 
 The endpoint knows nothing of the agents: it is given three callables (a daemon's, over all
 its agents, come from subscriber.fleet.view). It runs uvicorn in a
@@ -28,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from runtime.http_server import DEFAULT_HOST, AppServer, ServerError
+from subscriber.reads.api import ReadApi
 
 # A port in use (or any start failure) of the health endpoint.
 HealthServerError = ServerError
@@ -69,8 +72,15 @@ ReadinessCheck = Callable[[], tuple[bool, str]]  # subscriber.readiness.Readines
 MetricsSource = Callable[[], bytes]  # subscriber.metrics.SubscriberMetrics.render
 
 
-def create_app(health: HealthSource, ready: ReadinessCheck, metrics: MetricsSource) -> FastAPI:
+def create_app(
+    health: HealthSource,
+    ready: ReadinessCheck,
+    metrics: MetricsSource,
+    reads: ReadApi | None = None,
+) -> FastAPI:
     app = FastAPI(title="scd subscriber", docs_url=None, redoc_url=None, openapi_url=None)
+    if reads is not None:
+        app.include_router(reads.router())
 
     @app.get("/health", response_model=Health)
     def get_health() -> JSONResponse:
@@ -100,9 +110,10 @@ class HealthServer(AppServer):
         ready: ReadinessCheck,
         metrics: MetricsSource,
         *,
+        reads: ReadApi | None = None,
         host: str = DEFAULT_HOST,
         port: int = 0,
     ) -> None:
         super().__init__(
-            create_app(health, ready, metrics), host=host, port=port, name="health endpoint"
+            create_app(health, ready, metrics, reads), host=host, port=port, name="health endpoint"
         )

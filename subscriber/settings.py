@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from blobstore.settings import BlobStoreSettings
@@ -123,6 +123,13 @@ class SubscriberSettings(ScdSettings):
     # Interface of that endpoint: loopback by default; 0.0.0.0 inside a container.
     http_host: str = "127.0.0.1"
     http_port: int | None = Field(default=None, ge=0, le=65535)
+    # The read API on that endpoint (docs/read-api.md); off: /health, /ready and /metrics only.
+    # A read token, when set, is required of every read (Authorization: Bearer).
+    read_api: bool = True
+    read_token: SecretStr | None = None
+    # Where the read models keep their index (SQLite, about the size of the current tree);
+    # None: a temporary directory of the process, removed when it stops.
+    read_index_dir: Path | None = None
     spark_master: str = "local[2]"
     # Jars for Delta (and hadoop-aws for s3a:// stores); empty: Spark resolves them by Maven
     # coordinates. deploy/spark-jars.sh prefetches them for offline machines.
@@ -179,7 +186,9 @@ class SubscriberSettings(ScdSettings):
     # Needed to import packages sent by reference and to read binaries; None: inline only.
     blobstore: BlobStoreSettings | None = Field(default_factory=lambda: _blob_settings_from_env())
 
-    @field_validator("spark_class_archive", "single_host_lease_dir", mode="before")
+    @field_validator(
+        "spark_class_archive", "single_host_lease_dir", "read_index_dir", mode="before"
+    )
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value

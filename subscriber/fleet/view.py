@@ -11,6 +11,8 @@
   not ready and why.
 * An agent whose thread is down (failed and waiting for its restart, or ended for good) shows
   ``FAILED`` and which thread in ``threads``; the supervisor logged the failure.
+* reads (subscriber.reads.api): ``reader`` finds an agent's read model by name, or the only
+  agent's;
 * /metrics: every agent's series, each labelled ``agent`` (subscriber.metrics), in one
   exposition; a process-wide series (thread restarts) appears once.
 """
@@ -27,6 +29,7 @@ from prometheus_client.registry import Collector
 from runtime.supervisor import Supervisor
 from subscriber.http import Health
 from subscriber.metrics import SubscriberMetrics
+from subscriber.reads.model import ReadModel
 
 # The top-level state of several agents: the first of these any agent is in. A state not
 # listed (a newer one) ranks before RUNNING: it is something an operator should see.
@@ -57,6 +60,9 @@ class Agent(Protocol):
 
     @property
     def supervisor(self) -> Supervisor: ...
+
+    @property
+    def reads(self) -> ReadModel | None: ...
 
     def health(self) -> Health: ...
 
@@ -125,6 +131,27 @@ class AgentsView:
         if not waiting:
             return True, f"all {len(answers)} agents ready"
         return False, f"{len(waiting)} of {len(answers)} agents not ready; " + "; ".join(waiting)
+
+    def reader(self, agent: str | None) -> ReadModel:
+        """The read model of ``agent`` (None: the only agent); LookupError saying why not
+        (subscriber.reads.api.Readers)."""
+        agents = self.agents
+        if agent is None:
+            if len(agents) != 1:
+                names = ", ".join(a.name for a in agents)
+                raise LookupError(
+                    f"this daemon runs {len(agents)} agents ({names}): read "
+                    "/agents/{name}/content/... or /agents/{name}/binaries/..."
+                )
+            chosen = agents[0]
+        else:
+            found = [a for a in agents if a.name == agent]
+            if not found:
+                raise LookupError(f"no agent {agent!r} in this daemon")
+            chosen = found[0]
+        if chosen.reads is None:
+            raise LookupError(f"agent {chosen.name} serves no reads (SCD_SUBSCRIBER_READ_API)")
+        return chosen.reads
 
     def metrics(self) -> bytes:
         registry = CollectorRegistry(auto_describe=False)

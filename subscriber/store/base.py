@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields
 from typing import NamedTuple, Protocol
 
 from subscriber.store.changes import ChangeSet
+from subscriber.store.commits import ObservedCommits
 from subscriber.store.rows import StoredNode
 
 # The agent of clear rows written before clears named their publisher agent: they apply to
@@ -104,6 +105,8 @@ class Store(Protocol):
     state: StoreState | None
     # Commits since this process last checkpointed the store (``checkpoint``).
     commits_since_checkpoint: int
+    # Held by each of its commits; tells a listener (the read model) about each.
+    commit_lock: ObservedCommits
 
     def claim(self, epoch: int, owner: str) -> None:
         """Make ``epoch`` the store's writer epoch (creating the store if needed): writes of

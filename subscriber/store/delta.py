@@ -34,6 +34,7 @@ from subscriber.spark import MAINTENANCE_POOL, POOL_PROPERTY, STARTING_POOL
 from subscriber.store import compaction, current_tree, delta_maintenance, folding
 from subscriber.store.base import EVERY_AGENT, FileStats, PendingStatus, StepOutcome, StoreState
 from subscriber.store.changes import ChangeSet, status_name
+from subscriber.store.commits import ObservedCommits
 from subscriber.store.fold_worker import FoldWorker
 from subscriber.store.rows import (
     COLUMNS,
@@ -104,7 +105,10 @@ class DeltaStore:
         # Held by every commit of this process's imports and by a fold's commit: the two never
         # race for one version. A fold that lost the race to an import made it retry against the
         # fold's commit, 1.4-2 s instead of 0.3 (bench/README.md, "Imports beside maintenance").
-        self.commit_lock = threading.Lock()
+        # It tells the read model each commit's version (subscriber.store.commits).
+        self.commit_lock = ObservedCommits(
+            lambda: delta_maintenance.latest_version(spark, location)
+        )
         self.guard = WriterGuard(spark, location)
         self._maintenance_spark: Any = None
         self._pause_rows = 0  # the highest pause row's number (0: none)
@@ -220,6 +224,7 @@ class DeltaStore:
             clear_sequences=sequences[SEQUENCE_CLEAR],
             paused=pause == PAUSED,
         )
+        self.commit_lock.opened()
         log.info(
             "content store %s: instance %s, offset %s, clear %s, %d pending statuses, %d scopes",
             self.location,
@@ -242,10 +247,14 @@ class DeltaStore:
         user_metadata: dict[str, object] | None = None,
         replace_where: str | None = None,
         options: dict[str, str] | None = None,
+        changes: ChangeSet | None = None,
+        offset: int | None = None,
     ) -> None:
         """Write rows in one commit: appended, or replacing the rows ``replace_where`` selects
         (the written rows need not match it, see STORE_SESSION_CONF). ``options`` go to the
-        writer (``delta.*`` ones become table properties when the write creates the table)."""
+        writer (``delta.*`` ones become table properties when the write creates the table).
+        ``changes`` and ``offset``: the content and processed offset the rows commit, for the
+        commit lock's listener."""
         frame = rows_frame(self.spark, rows)
         if len(rows) < SINGLE_TASK_ROWS:
             frame = frame.coalesce(1)
@@ -258,7 +267,7 @@ class DeltaStore:
             writer = writer.option("userMetadata", json.dumps(user_metadata))
         for key, value in (options or {}).items():
             writer = writer.option(key, value)
-        with self.commit_lock:
+        with self.commit_lock.content(changes, offset):
             self.guard.save(writer)
         self._count(1)
 
@@ -333,7 +342,12 @@ class DeltaStore:
             ),
         ]
         try:
-            self._write([*rows, *books], user_metadata=changes.summary())
+            self._write(
+                [*rows, *books],
+                user_metadata=changes.summary(),
+                changes=changes,
+                offset=last.offset,
+            )
         except WriterDeposed:
             raise
         except Exception:
@@ -368,6 +382,7 @@ class DeltaStore:
         self._write(
             [bookkeeping_row(KIND_OFFSET, offset, now_ms(), info=reason)],
             user_metadata={"offsets": [offset, offset], "reason": reason},
+            offset=offset,
         )
         self.state.offset = offset
 

@@ -54,6 +54,14 @@ def snapshot(spark: Any, location: str) -> Any:
     return delta_log.update(False, none, none)
 
 
+def latest_version(spark: Any, location: str) -> int:
+    """The table's latest version this process knows, without I/O: a commit of this process
+    (any of its sessions) installs its own version."""
+    jvm = spark.sparkContext._jvm
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location)
+    return int(delta_log.unsafeVolatileSnapshot().version())
+
+
 def file_stats(spark: Any, location: str) -> FileStats:
     """From the latest version's checksum file (each commit writes one): no Spark job. The
     snapshot's own counts rebuild the table's state, 3 Spark jobs and 0.8-1.6 s on the

@@ -13,23 +13,15 @@ refusal of a deposed writer's commits follow the Delta store's contract (``Write
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass, field, replace
 
-from journal.content.package import Node
 from subscriber.store.base import FileStats, PendingStatus, StepOutcome, StoreState
 from subscriber.store.changes import ChangeSet, status_name
-from subscriber.store.rows import BinaryInfo, StoredNode, node_row
+from subscriber.store.commits import ObservedCommits
+from subscriber.store.rows import StoredNode, stored_node
 from subscriber.writer.errors import WriterDeposed
 from subscriber.writer.lease import LeaseRecord
-
-
-def stored(node: Node, offset: int, pkg_id: str, pub_agent: str) -> StoredNode:
-    row = node_row(node, offset, pkg_id, pub_agent, int(time.time() * 1000))
-    properties = {k: (t, multi, list(v)) for k, (t, multi, v) in row[4].items()}
-    binaries = {k: BinaryInfo(*b) for k, b in row[5].items()}
-    return StoredNode(node.path, properties, binaries, offset, pkg_id)
 
 
 @dataclass
@@ -37,6 +29,7 @@ class Shared:
     """What every view of one memory store sees."""
 
     offset: int | None = None
+    version: int = 0  # the "table version": one more per commit of any view
     epoch: int = 0  # the writer epoch of the last claim (0: none)
     claims: list[tuple[int, str]] = field(default_factory=list)
 
@@ -70,6 +63,11 @@ class MemoryStore:
     _clear_sequences: dict[str, int] = field(default_factory=dict)
     _paused: bool = False
     _statuses: list[PendingStatus] = field(default_factory=list)
+    # Each view's own (a process's), over the shared version.
+    commit_lock: ObservedCommits = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.commit_lock = ObservedCommits(lambda: self.shared.version)
 
     @property
     def _offset(self) -> int | None:
@@ -109,6 +107,7 @@ class MemoryStore:
             clear_sequences=dict(self._clear_sequences),
             paused=self._paused,
         )
+        self.commit_lock.opened()
         return self.state
 
     def begin(self) -> ChangeSet:
@@ -118,13 +117,20 @@ class MemoryStore:
         assert self.state is not None, "open() the store first"
         last = changes.units[-1]
         nodes = {
-            path: stored(node, *changes.node_offsets[path], last.pub_agent)
+            path: stored_node(node, *changes.node_offsets[path])
             for path, node in changes.upserts.items()
         }  # built first: a refused value fails the commit before anything changed
         self._guard()
+        with self.commit_lock.content(changes, last.offset):
+            self._land(changes, nodes)
+
+    def _land(self, changes: ChangeSet, nodes: dict[str, StoredNode]) -> None:
+        assert self.state is not None
+        last = changes.units[-1]
         if self.fail_commits and not self.fail_after_landing:
             self.fail_commits -= 1
             raise RuntimeError("injected commit failure")
+        self.shared.version += 1
         for path in [
             p for p, n in self.tree.items() if any(s.covers(p, n.offset) for s in changes.scopes)
         ]:
@@ -153,7 +159,9 @@ class MemoryStore:
     def record_offset(self, offset: int, reason: str) -> None:
         assert self.state is not None
         self._guard()
-        self._offset = self.state.offset = offset
+        with self.commit_lock.content(None, offset):
+            self.shared.version += 1
+            self._offset = self.state.offset = offset
         self.recorded_offsets.append((offset, reason))
 
     def record_clear(
@@ -189,6 +197,8 @@ class MemoryStore:
     def fold(self, max_scopes: int) -> StepOutcome:
         assert self.state is not None
         self.maintenance_calls.append(("fold", max_scopes))
+        with self.commit_lock:  # a rewrite: a version, the same tree
+            self.shared.version += 1
         self.scopes = self.state.scopes = max(0, self.scopes - max_scopes)
         self.table_bytes = len(self.tree) + self.scopes
         return StepOutcome(self.files, self.files)

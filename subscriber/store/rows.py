@@ -269,3 +269,12 @@ class StoredNode:
             for k, v in (row["binaries"] or {}).items()
         }
         return cls(row["path"], props, bins, row["offset"], row["pkg_id"])
+
+
+def stored_node(node: Node, offset: int, pkg_id: str) -> StoredNode:
+    """``node`` as the store reads it back once committed at ``offset`` (node_row's form: a
+    value the store refuses is refused here too)."""
+    row = node_row(node, offset, pkg_id, "", 0)
+    properties = {k: (t, multi, list(v)) for k, (t, multi, v) in row[4].items()}
+    binaries = {k: BinaryInfo(*b) for k, b in row[5].items()}
+    return StoredNode(node.path, properties, binaries, offset, pkg_id)

@@ -348,10 +348,10 @@ def test_a_fold_whose_files_another_commit_removed_is_dropped(
             with delta_maintenance.active_session(store.maintenance_spark) as session:
                 compacted = compaction.plan(session, store.location, 1 << 30)
                 folding.commit(session, store.location, compacted, lock, folding.COMPACT)
-            lock.acquire()
+            lock.__enter__()
 
-        def __exit__(self, *exc: object) -> None:
-            lock.release()
+        def __exit__(self, *exc: Any) -> None:
+            lock.__exit__(*exc)
 
     monkeypatch.setattr(store, "commit_lock", CompactingFirst())
     with pytest.raises(RewriteConflict, match="which the plan replaces"):

@@ -17,6 +17,7 @@ from subscriber.fleet.commit_slots import CommitSlots, Stopped
 from subscriber.fleet.view import AgentsView
 from subscriber.http import Health, HealthServer
 from subscriber.metrics import SubscriberMetrics
+from subscriber.reads.model import ReadModel
 from tests.waiting import wait_for
 
 
@@ -28,6 +29,7 @@ class FakeAgent:
         self.answer = (True, "ready (idle): idle for 10.0 s")
         self.metrics = SubscriberMetrics(name)
         self.supervisor = Supervisor()
+        self.reads: ReadModel | None = None
 
     def health(self) -> Health:
         return Health(

@@ -1,0 +1,117 @@
+"""What a read of ``/content/{path}`` answers: a node as JSON, and with ``depth`` its subtree,
+within bounds a hostile request cannot move.
+
+A node: ``path``, ``name``, ``type`` (jcr:primaryType), ``properties`` in the distribute
+request's value form (subscriber.content.property_json), each binary as
+``{"type": "binary", "size", "sha256", "contentType", "url"}`` (its bytes at ``url``),
+``children`` (names, in order), ``offset`` and ``packageId`` of the package that wrote it. With
+``depth`` N >= 1, ``nodes`` holds the children's documents to N levels below.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from urllib.parse import quote
+
+from journal.content import rules
+from subscriber.content import JsonValue, node_type, property_json
+from subscriber.reads.index import Reading
+from subscriber.store.rows import BinaryInfo, StoredNode
+
+MAX_DEPTH = 8  # levels of a subtree below the node read
+MAX_NODES = 1000  # documents in one answer, the node read included
+MAX_CHILDREN = 1000  # child names listed per node
+
+
+def binary_sha256(info: BinaryInfo) -> str | None:
+    """The sha256 of a binary: its reference's, or computed from inline bytes (bounded by the
+    content rules' value length)."""
+    if info.sha256:
+        return info.sha256
+    if info.data is not None:
+        return hashlib.sha256(info.data).hexdigest()
+    return None
+
+
+def binary_url(prefix: str, path: str, prop: str) -> str:
+    """Where the bytes of ``path``'s binary ``prop`` are served (subscriber.reads.api)."""
+    return f"{prefix}/binaries{quote(path)}?property={quote(prop, safe='')}"
+
+
+def document(
+    node: StoredNode, children: list[str], more: bool, prefix: str
+) -> dict[str, JsonValue]:
+    properties: dict[str, JsonValue] = {
+        name: property_json(*p) for name, p in node.properties.items()
+    }
+    for name, info in node.binaries.items():
+        properties[name] = {
+            "type": "binary",
+            "size": info.size,
+            "sha256": binary_sha256(info),
+            "contentType": info.content_type,
+            "url": binary_url(prefix, node.path, name),
+        }
+    doc: dict[str, JsonValue] = {
+        "path": node.path,
+        "name": node.path.rpartition("/")[2],
+        "type": node_type(node),
+        "properties": dict(sorted(properties.items())),
+        "children": [c.rpartition("/")[2] for c in children],
+        "offset": node.offset,
+        "packageId": node.pkg_id,
+    }
+    if more:
+        doc["childrenTruncated"] = True  # more than MAX_CHILDREN
+    return doc
+
+
+def subtree(reading: Reading, path: str, depth: int, prefix: str) -> dict[str, JsonValue] | None:
+    """The document of ``path`` with ``depth`` levels of documents below it (breadth first,
+    at most MAX_NODES in all: then ``complete`` is false), None when no node is there."""
+    top = reading.node(path)
+    if top is None:
+        return None
+    budget = [MAX_NODES]
+
+    def expand(node: StoredNode, levels: int) -> dict[str, JsonValue]:
+        budget[0] -= 1
+        children = reading.children(node.path, "", MAX_CHILDREN + 1)
+        doc = document(node, children[:MAX_CHILDREN], len(children) > MAX_CHILDREN, prefix)
+        pending.append((doc, children[:MAX_CHILDREN], levels))
+        return doc
+
+    pending: deque[tuple[dict[str, JsonValue], list[str], int]] = deque()
+    root = expand(top, depth)
+    complete = True
+    while pending:
+        doc, children, levels = pending.popleft()
+        if levels <= 0 or not children:
+            continue
+        below: dict[str, JsonValue] = {}
+        for child in children:
+            if budget[0] <= 0:
+                complete = False
+                break
+            node = reading.node(child)
+            if node is not None:
+                below[child.rpartition("/")[2]] = expand(node, levels - 1)
+        doc["nodes"] = below
+    root["complete"] = complete
+    return root
+
+
+def checked_path(raw: str) -> str:
+    """The node path of a request (``""`` is the root); ContentRuleError when the content
+    rules refuse it."""
+    return rules.check_path(raw or "/", "node path")
+
+
+def checked_depth(raw: str | None) -> int:
+    """``?depth``: 0 to MAX_DEPTH; ValueError otherwise."""
+    if raw is None:
+        return 0
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 3 or int(raw) > MAX_DEPTH:
+        raise ValueError(f"depth must be an integer from 0 to {MAX_DEPTH}")
+    return int(raw)
