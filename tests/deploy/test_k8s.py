@@ -128,6 +128,14 @@ def test_every_scd_variable_is_a_setting() -> None:
     assert not unknown
 
 
+def test_spark_runs_as_a_local_driver_in_each_subscriber_pod() -> None:
+    """No Spark master to lose (docs/deploy.md); the commits match the cores requested."""
+    (container,) = of_kind("StatefulSet")["subscriber"]["spec"]["template"]["spec"]["containers"]
+    env = {v["name"]: v.get("value") for v in container["env"]}
+    assert env["SCD_SUBSCRIBER_SPARK_MASTER"] == "local[2]"
+    assert env["SCD_SUBSCRIBER_CONCURRENT_COMMITS"] == container["resources"]["requests"]["cpu"]
+
+
 def test_one_agents_file_per_subscriber_pod_with_stores_on_s3(tmp_path: Path) -> None:
     files = of_kind("ConfigMap")["scd-agents"]["data"]
     replicas = of_kind("StatefulSet")["subscriber"]["spec"]["replicas"]
