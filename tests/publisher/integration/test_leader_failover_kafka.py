@@ -1,13 +1,18 @@
 """Leader failover with two publisher processes on the real broker: the leader is killed
 (SIGKILL) and the distributed events keep flowing from the other, with no duplicate and no
-gap."""
+gap; and both take distribute requests, through a pause and a kill, losing none."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +25,7 @@ from confluent_kafka.admin import AdminClient
 from journal.api import Position
 from journal.kafka.journal import KafkaJournal
 from journal.settings import JournalSettings
+from journal.wire.messages import PackageMessage, decode
 from publisher.distributed_events import distributed_event
 from publisher.leader import leader_group_id
 from tests.publisher.conftest import TOKEN
@@ -34,6 +40,8 @@ REFRESH_S = "0.2"
 # Kafka evicts a killed member after the 6 s session timeout; rebalance and a read-back
 # follow. 60 s is ample on a loaded machine.
 TAKEOVER_TIMEOUT_S = 60
+# How long the test's balancer leaves out an instance that did not answer.
+BALANCER_HOLD_S = 10.0
 
 
 def free_port() -> int:
@@ -186,4 +194,130 @@ def test_killing_the_leader_moves_events_to_the_other_without_duplicates_or_gaps
     assert [e["offset"] for e in found] == expected  # in order, once each, none missing
     assert {e["application"] for e in found} == {"pub-a", "pub-b"}
     assert follower.get("/agent")["leader"] is True
+    journal.close()
+
+
+class Balancer:
+    """Clients behind a round-robin balancer over the publishers: each request goes to the
+    next instance; one that did not answer is left out for a while (a balancer's passive
+    health check), and the request tried again (a client's retry). Only a 200 counts as
+    acknowledged."""
+
+    def __init__(self, publishers: list[Publisher]) -> None:
+        self.publishers = publishers
+        self.turn = itertools.count()
+        self.down_until = dict.fromkeys(range(len(publishers)), 0.0)
+        self.acknowledged: dict[str, float] = {}  # package id -> when it was acknowledged
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+
+    def pick(self) -> int:
+        with self.lock:
+            for _ in range(len(self.publishers)):
+                index = next(self.turn) % len(self.publishers)
+                if self.down_until[index] <= time.monotonic():
+                    return index
+            return next(self.turn) % len(self.publishers)
+
+    def client(self, number: int) -> None:
+        with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5) as http:
+            for i in itertools.count():
+                if self.stop.is_set():
+                    return
+                index = self.pick()
+                path = f"/c{number}/p{i}"
+                try:
+                    response = http.post(
+                        f"http://127.0.0.1:{self.publishers[index].port}/distribute",
+                        json={"action": "DELETE", "paths": [path]},
+                    )
+                except httpx.HTTPError:
+                    with self.lock:
+                        self.down_until[index] = time.monotonic() + BALANCER_HOLD_S
+                    continue
+                if response.status_code == 200:
+                    with self.lock:
+                        self.acknowledged[response.json()["packageId"]] = time.monotonic()
+                else:
+                    assert response.status_code == 503, response.text
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.acknowledged)
+
+    def wait_for_more(self, count: int, what: str) -> None:
+        target = self.count() + count
+        wait_for(lambda: self.count() >= target, TAKEOVER_TIMEOUT_S, what)
+
+
+def logged_packages(journal: KafkaJournal, topic: str, agent: str) -> list[PackageMessage]:
+    found: list[PackageMessage] = []
+    with journal.consumer(topic, Position.earliest()) as consumer:
+        while batch := consumer.poll(1.0, max_records=10_000):
+            decoded = (decode(r.headers, r.value) for r in batch)
+            found.extend(m for m in decoded if isinstance(m, PackageMessage))
+    return [m for m in found if m.pub_agent_name == agent]
+
+
+def test_two_replicas_lose_no_acknowledged_package_when_one_pauses_or_dies(
+    publishers: list[Publisher], kafka_service: KafkaService, unique_name: str
+) -> None:
+    """Four clients round-robin over both instances; the leader is paused (SIGSTOP) past its
+    session timeout and resumed, then the leader is killed (SIGKILL). Every acknowledged
+    package is on the log once, and the agent's numbers run one by one in log order: a
+    subscriber admits every record, none as a replay."""
+    settings = JournalSettings(backend="kafka", bootstrap_servers=kafka_service.bootstrap)
+    journal = KafkaJournal(settings.bootstrap_servers)
+    topics = settings.topics.model_copy(update=unique_topics(unique_name))
+
+    def leader() -> Publisher | None:
+        alive = [p for p in publishers if p.process.poll() is None]
+        leaders = [p for p in alive if p.ready() and p.get("/agent")["leader"]]
+        return leaders[0] if len(leaders) == 1 else None
+
+    first: Publisher = wait_for(leader, TAKEOVER_TIMEOUT_S, "one leader")
+    balancer = Balancer(publishers)
+    clients = [threading.Thread(target=balancer.client, args=(n,)) for n in range(4)]
+    for c in clients:
+        c.start()
+    try:
+        balancer.wait_for_more(40, "packages through both instances")
+        first.process.send_signal(signal.SIGSTOP)  # frozen in the middle of the stream
+        paused_at = time.monotonic()
+        balancer.wait_for_more(20, "packages while the leader is frozen")
+        resumed_at = time.monotonic()
+        first.process.send_signal(signal.SIGCONT)
+        balancer.wait_for_more(40, "packages after the frozen leader woke up")
+        second: Publisher = wait_for(leader, TAKEOVER_TIMEOUT_S, "one leader after the pause")
+        second.process.kill()  # SIGKILL: in the middle of the stream
+        killed_at = time.monotonic()
+        second.process.wait()
+        balancer.wait_for_more(40, "packages after the leader was killed")
+    finally:
+        balancer.stop.set()
+        for c in clients:
+            c.join(60)
+    logged = logged_packages(journal, topics.package, unique_name)
+    ids = [m.pkg_id for m in logged]
+    assert len(ids) == len(set(ids)), "a package is on the log twice"
+    missing = set(balancer.acknowledged) - set(ids)
+    assert not missing, f"{len(missing)} acknowledged packages are not on the log"
+    numbers = [m.sequence for m in logged]
+    assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), "replay or gap"
+
+    def stalled_s(since: float) -> float:
+        """How long no request was acknowledged after ``since``."""
+        return min(t for t in balancer.acknowledged.values() if t >= since) - since
+
+    print(
+        json.dumps(
+            {
+                "acknowledged": len(balancer.acknowledged),
+                "logged": len(logged),
+                "stalled_after_pause_s": round(stalled_s(paused_at), 2),
+                "frozen_s": round(resumed_at - paused_at, 2),
+                "stalled_after_kill_s": round(stalled_s(killed_at), 2),
+            }
+        )
+    )
     journal.close()
