@@ -92,7 +92,12 @@ def percentiles(samples_s: list[float]) -> dict[str, float]:
 # ---------------------------------------------------------------- (a) distribute
 
 
-def start_publisher(bootstrap: str, prefix: str, work: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_publisher(
+    bootstrap: str, prefix: str, work: Path, instance: str = "bench", tree: Path = REPO_DIR
+) -> tuple[subprocess.Popen[bytes], str]:
+    """A ``scd publisher`` process of agent ``prefix`` (its topics ``prefix.*``): ``instance``
+    names it among the agent's instances; ``tree`` is the source tree it runs (``python -m``
+    imports scd from its working directory first: another checkout runs that checkout)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCD_")}
     env.update(
@@ -109,13 +114,14 @@ def start_publisher(bootstrap: str, prefix: str, work: Path) -> tuple[subprocess
             "SCD_PUBLISHER_AGENT_NAME": prefix,
             "SCD_PUBLISHER_LEADER_TOPIC": f"{prefix}.leader",
             "SCD_PUBLISHER_PORT": str(port),
+            "SCD_PUBLISHER_INSTANCE_ID": instance,
         }
     )
-    logfile = (work / "publisher.log").open("wb")
+    logfile = (work / f"publisher-{instance}.log").open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "scd", "publisher"],
         env=env,
-        cwd=REPO_DIR,
+        cwd=tree,
         stdout=logfile,
         stderr=logfile,
     )
@@ -129,7 +135,7 @@ def start_publisher(bootstrap: str, prefix: str, work: Path) -> tuple[subprocess
             pass
         time.sleep(0.2)
     process.kill()
-    raise SystemExit(f"publisher did not become ready; see {work / 'publisher.log'}")
+    raise SystemExit(f"publisher did not become ready; see {logfile.name}")
 
 
 def distribute_body() -> dict[str, Any]:
