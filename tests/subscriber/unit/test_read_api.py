@@ -41,9 +41,7 @@ class OneModel:
         return self.model
 
 
-def blob_node(
-    path: str, blobs: LocalBlobStore, data: bytes, recorded: bytes | None = None
-) -> Node:
+def blob_node(path: str, blobs: LocalBlobStore, data: bytes, recorded: bytes | None = None) -> Node:
     """A file node whose bytes are a blob; ``recorded``: the bytes its reference describes."""
     key = "blobs/" + hashlib.sha256(data).hexdigest()
     blobs.put(key, io.BytesIO(data), len(data))

@@ -18,6 +18,7 @@ from subscriber.reads.sources import read_model
 from subscriber.settings import SubscriberSettings
 from subscriber.store.changes import ChangeSet, Unit
 from subscriber.store.memory import MemoryStore
+from subscriber.store.rows import StoredNode
 from tests.subscriber.packages import add, delete, new_change_set, node, package, unit
 
 PATHS = ["/a", "/a/b", "/a/b/c", "/a/d", "/e", "/e/f"]
@@ -52,17 +53,13 @@ def model_of(store: MemoryStore, workdir: Path) -> ReadModel:
     return model.start()
 
 
-def tree(model: ReadModel) -> tuple[int | None, list[tuple[str, object, object, int]]]:
-    answer = model.read(
-        lambda r: [(n.path, n.properties, n.binaries, n.offset) for n in r.all_nodes()]
-    )
+def tree(model: ReadModel) -> tuple[int | None, list[StoredNode]]:
+    answer = model.read(lambda r: list(r.all_nodes()))
     return answer.processed, answer.value
 
 
-def expected(store: MemoryStore) -> tuple[int | None, list[tuple[str, object, object, int]]]:
-    return store.shared.offset, [
-        (n.path, n.properties, n.binaries, n.offset) for n in store.nodes("/")
-    ]
+def expected(store: MemoryStore) -> tuple[int | None, list[StoredNode]]:
+    return store.shared.offset, store.nodes("/")
 
 
 def caught_up(model: ReadModel, store: MemoryStore) -> None:

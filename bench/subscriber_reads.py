@@ -1,0 +1,155 @@
+"""Node reads of the subscriber's read API: p50/p99 at 1 and 16 concurrent clients, and the
+read model's build time and RSS.
+
+A memory store of ``--nodes`` nodes (sections of 100 pages, each with a title, a long and a
+small inline binary) is built by commits of ``--batch`` nodes; a read model is built from it
+(the same index a Delta store's model builds, from delta-rs rows instead of Python objects)
+and served on a real endpoint. Each client reads random nodes over its own keep-alive
+connection. ``--store DIR`` reads an existing Delta store instead (the million-node store of
+bench/subscriber_bigstore.py): the model is built from the table through delta-rs.
+
+    .venv/bin/python bench/subscriber_reads.py                  # JSON on stdout
+    .venv/bin/python bench/subscriber_reads.py --store /tmp/scd-bigstore/store
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from subscriber.http import Health, HealthServer
+from subscriber.reads.api import ReadApi
+from subscriber.reads.delta_tree import DeltaTree
+from subscriber.reads.model import ReadModel
+from subscriber.reads.sources import read_model
+from subscriber.settings import SubscriberSettings
+from subscriber.store.commits import ObservedCommits
+from subscriber.store.memory import MemoryStore
+from subscriber.tree_reader import storage_options
+from tests.subscriber.packages import add, new_change_set, node
+
+
+class One:
+    def __init__(self, model: ReadModel) -> None:
+        self.model = model
+
+    def reader(self, agent: str | None) -> ReadModel:
+        assert agent is None, "one agent: its paths as they are"
+        return self.model
+
+
+def rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def memory_model(nodes: int, batch: int, workdir: Path) -> tuple[ReadModel, list[str]]:
+    store = MemoryStore()
+    store.open()
+    paths = [f"/site/s{i // 100}/p{i % 100}" for i in range(nodes)]
+    for first in range(0, nodes, batch):
+        chunk = [
+            node(p, title=f"page {p}", n=7, data=b"x" * 64) for p in paths[first : first + batch]
+        ]
+        store.commit(
+            new_change_set([add(first // batch, f"/site/s{first // 100}", *chunk, deep=False)])
+        )
+    model = read_model(SubscriberSettings(agent_name="bench"), store, workdir, lambda: None)
+    assert model is not None
+    return model, paths
+
+
+def delta_model(location: str, workdir: Path) -> tuple[ReadModel, list[str]]:
+    table = DeltaTree(location, storage_options(location, None))
+    model = ReadModel("bench", table.read, table.latest, ObservedCommits(lambda: -1), workdir)
+    return model, []
+
+
+def clients(url: str, paths: list[str], count: int, reads: int) -> dict[str, Any]:
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def client(seed: int) -> None:
+        rng = random.Random(seed)
+        mine = []
+        with httpx.Client(base_url=url, timeout=30) as http:
+            for _ in range(reads):
+                started = time.perf_counter()
+                answer = http.get("/content" + rng.choice(paths))
+                mine.append(time.perf_counter() - started)
+                assert answer.status_code == 200, answer.text
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(count)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    cuts = statistics.quantiles(latencies, n=100)
+    return {
+        "clients": count,
+        "reads": len(latencies),
+        "p50_ms": round(cuts[49] * 1000, 2),
+        "p99_ms": round(cuts[98] * 1000, 2),
+        "reads_per_s": round(len(latencies) / elapsed),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=3000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--reads", type=int, default=2000, help="per client at 1 client")
+    parser.add_argument("--store", help="an existing Delta store to read instead")
+    parser.add_argument("--workdir", default="/tmp/scd-bench-reads")
+    args = parser.parse_args()
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    before = rss_mib()
+    model, paths = (
+        delta_model(args.store, workdir)
+        if args.store
+        else memory_model(args.nodes, args.batch, workdir)
+    )
+    model.start()
+    assert model.wait_version(0, 3600), "the read model was not built"
+    if not paths:  # a Delta store: a sample of its paths
+        paths = model.read(
+            lambda r: [n.path for _, n in zip(range(20000), r.all_nodes(), strict=False)]
+        ).value
+    report: dict[str, Any] = {
+        "store": args.store or f"memory, {args.nodes} nodes",
+        "build_s": round(model.last_build.seconds, 2),
+        "model_nodes": model.last_build.nodes,
+        "max_rss_mib_after_build": round(rss_mib(), 1),
+        "max_rss_mib_before_build": round(before, 1),
+    }
+    api = ReadApi(One(model), None, None)
+    health = Health(agent="bench", instance_id="i", processed_offset=0, state="IDLE")
+    with HealthServer(lambda: health, lambda: (True, ""), lambda: b"", reads=api) as server:
+        report["runs"] = [
+            clients(server.url, paths, 1, args.reads),
+            clients(server.url, paths, 16, max(1, args.reads // 8)),
+        ]
+    api.close()
+    model.stop()
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
