@@ -41,3 +41,8 @@ class UnknownTopic(JournalError):
 
 class UnknownMessageType(DecodeError):
     """A record's ``type`` header names a message type this version does not know."""
+
+
+class ForeignWireFormat(UnknownMessageType):
+    """A record of the other wire format (protobuf on a sling-json deployment, or the reverse):
+    skipped like an unknown type, never decoded as this one."""

@@ -6,9 +6,12 @@ from journal.api import Journal
 from journal.kafka.journal import KafkaJournal
 from journal.settings import JournalSettings
 from journal.sqlite.journal import SqliteJournal
+from journal.wire.headers import set_wire_format
 
 
 def open_journal(settings: JournalSettings) -> Journal:
+    """The journal backend; also makes ``settings.wire_format`` this process's wire format."""
+    set_wire_format(settings.wire_format)
     if settings.backend == "kafka":
         return KafkaJournal(
             settings.bootstrap_servers,

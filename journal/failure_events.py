@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from journal.wire.messages import TYPE_HEADER, VERSION_HEADER, WIRE_VERSION
+from journal.wire.headers import TYPE_HEADER, json_headers
 from runtime.errors import DecodeError
 
 FAILURE_EVENT_TYPE = "PackageFailureEvent"
@@ -69,7 +69,7 @@ class FailureEvent:
 
 
 def headers() -> dict[str, str]:
-    return {TYPE_HEADER: FAILURE_EVENT_TYPE, VERSION_HEADER: WIRE_VERSION}
+    return json_headers(FAILURE_EVENT_TYPE)
 
 
 def is_failure_event(record_headers: Mapping[str, str]) -> bool:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from google.protobuf.message import Message
 
 from journal.api import Consumer, Journal, PendingSend, Position, Record
-from journal.errors import JournalError, UnknownMessageType
+from journal.errors import ForeignWireFormat, JournalError, UnknownMessageType
 from journal.wire.messages import decode, encode, type_name
 from journal.wire.signing import RecordSigner
 from runtime.errors import DecodeError
@@ -67,7 +67,8 @@ class MessageSender:
 class MessagePoller:
     """Reads one topic from a position and dispatches each record to its type's handler.
 
-    Counters (``counts``): ``delivered``, ``unknown_type``, ``undecodable``, ``handler_error``.
+    Counters (``counts``): ``delivered``, ``unknown_type``, ``foreign_format`` (a record of the
+    other wire format), ``undecodable``, ``handler_error``.
     Use ``poll_once`` from your own loop, or ``start`` a background thread.
     """
 
@@ -111,6 +112,10 @@ class MessagePoller:
         where = f"{record.topic}-{record.partition}@{record.offset}"
         try:
             message = decode(record.headers, record.value)
+        except ForeignWireFormat as exc:
+            self.counts["foreign_format"] += 1
+            self._skipped.log(logging.WARNING, "%s: skipped record %s: %s", self.name, where, exc)
+            return
         except UnknownMessageType as exc:
             self.counts["unknown_type"] += 1
             self._skipped.log(logging.WARNING, "%s: skipped record %s: %s", self.name, where, exc)
@@ -119,7 +124,8 @@ class MessagePoller:
             self.counts["undecodable"] += 1
             self._skipped.log(logging.ERROR, "%s: skipped record %s: %s", self.name, where, exc)
             return
-        handler = self._handlers.get(record.headers["type"])
+        # By the message: a Sling JSON record names its type in another header.
+        handler = self._handlers.get(type_name(type(message)))
         if handler is None:
             self.counts["unhandled_type"] += 1
             return

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from journal.kafka.journal import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_SEND_TIMEOUT_S
+from journal.wire.headers import WireFormat
 from runtime.config import ScdSettings
 
 HOUR_MS = 3600 * 1000
@@ -91,6 +92,10 @@ class JournalSettings(ScdSettings):
     # Create missing topics at start. Off where topics are provisioned by an administrator
     # and the daemons' credentials may not create them; then a missing topic stops the start.
     create_topics: bool = True
+    # The records' format, the same for every process of a deployment: scd's protobuf (Sling's
+    # 0.1.x schema) or Apache Sling's current JSON messages (docs/sling.md). A record of the
+    # other format is skipped and counted, never decoded.
+    wire_format: WireFormat = "protobuf"
     security: KafkaSecurity = KafkaSecurity()
     topics: TopicSettings = TopicSettings()
 

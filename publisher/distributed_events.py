@@ -32,7 +32,8 @@ from typing import Any
 from journal.api import FencedWriter, Journal, OutgoingRecord, Position
 from journal.errors import Fenced, JournalError
 from journal.failure_events import is_failure_event
-from journal.wire.messages import TYPE_HEADER, VERSION_HEADER, WIRE_VERSION
+from journal.wire.headers import TYPE_HEADER
+from journal.wire.sling_json import event_fields, event_record
 from publisher.bad_records import BadRecord, BadRecords, check_offset
 from publisher.discovery import DiscoveryView
 from publisher.metrics import PublisherMetrics
@@ -62,29 +63,25 @@ def distributed_event(headers: Mapping[str, str], value: bytes) -> dict[str, Any
     """The event of a record of the event topic; None for a start point record."""
     if headers.get(TYPE_HEADER) != EVENT_TYPE:
         return None
-    event: dict[str, Any] = json.loads(value)
+    event: dict[str, Any] = event_fields(headers, value)
     return event
 
 
-def start_json(agent_name: str, instance_id: str, start_after: int) -> bytes:
-    return json.dumps(
-        {"pubAgentName": agent_name, "startAfter": start_after, "application": instance_id},
-        separators=(",", ":"),
-    ).encode()
+def start_point(agent_name: str, instance_id: str, start_after: int) -> dict[str, Any]:
+    return {"pubAgentName": agent_name, "startAfter": start_after, "application": instance_id}
 
 
-def event_json(agent_name: str, instance_id: str, entry: Entry) -> bytes:
-    return json.dumps(
-        {
-            "pubAgentName": agent_name,
-            "packageId": entry.package_id,
-            "offset": entry.offset,
-            "paths": list(entry.paths),
-            "deepPaths": list(entry.deep_paths),
-            "application": instance_id,
-        },
-        separators=(",", ":"),
-    ).encode()
+def distributed_message(agent_name: str, instance_id: str, entry: Entry) -> dict[str, Any]:
+    """Sling's PackageDistributedMessage, and the instance that sent it (on a sling-json
+    journal, in a header: journal/wire/sling_json.py)."""
+    return {
+        "pubAgentName": agent_name,
+        "packageId": entry.package_id,
+        "offset": entry.offset,
+        "paths": list(entry.paths),
+        "deepPaths": list(entry.deep_paths),
+        "application": instance_id,
+    }
 
 
 class DistributedEvents:
@@ -120,12 +117,9 @@ class DistributedEvents:
             self._writer.close()
             self._writer = None
 
-    def _record(self, value: bytes, type_name: str) -> OutgoingRecord:
-        return OutgoingRecord(
-            value,
-            self.agent_name.encode(),
-            {TYPE_HEADER: type_name, VERSION_HEADER: WIRE_VERSION},
-        )
+    def _record(self, fields: dict[str, Any], type_name: str) -> OutgoingRecord:
+        value, headers = event_record(type_name, fields)
+        return OutgoingRecord(value, self.agent_name.encode(), headers)
 
     def min_processed_offset(self) -> int | None:
         # In this log's offsets, remote subscribers' included: events go once per package,
@@ -176,7 +170,7 @@ class DistributedEvents:
             # first so that a next leader starts from the same point. Never beyond the log's
             # end: an offset announced past it is forged, and would hold events back forever.
             low = min(low, self.journal.latest_offset(self.cache.topic) - 1)
-            point = start_json(self.agent_name, self.instance_id, low)
+            point = start_point(self.agent_name, self.instance_id, low)
             writer.write(self.topic, [self._record(point, START_TYPE)])
             self.last_offset = low
             log.info("distributed events start after offset %d", low)
@@ -193,13 +187,8 @@ class DistributedEvents:
         try:
             for start in range(0, len(entries), EVENT_BATCH):
                 batch = entries[start : start + EVENT_BATCH]
-                writer.write(
-                    self.topic,
-                    [
-                        self._record(event_json(self.agent_name, self.instance_id, e), EVENT_TYPE)
-                        for e in batch
-                    ],
-                )
+                events = [distributed_message(self.agent_name, self.instance_id, e) for e in batch]
+                writer.write(self.topic, [self._record(e, EVENT_TYPE) for e in events])
                 sent += len(batch)
                 self.last_offset = batch[-1].offset
         finally:

@@ -1,7 +1,10 @@
 """Journal message codec: protobuf message <-> (bytes, headers).
 
 Every record carries a ``type`` header naming its message type and a ``version`` header, so
-one topic can hold several message types and a reader skips types it does not know.
+one topic can hold several message types and a reader skips types it does not know. The value
+is the protobuf message, or on a ``sling-json`` deployment (journal/wire/headers.py) Apache
+Sling's JSON of it (journal/wire/sling_json.py); a record of the other format is skipped as
+ForeignWireFormat.
 """
 
 from __future__ import annotations
@@ -11,7 +14,15 @@ from collections.abc import Mapping
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from google.protobuf.message import Message
 
-from journal.errors import JournalError, UnknownMessageType
+from journal.errors import ForeignWireFormat, JournalError, UnknownMessageType
+from journal.wire import sling_json
+from journal.wire.headers import (
+    MESSAGE_TYPE_HEADER,
+    TYPE_HEADER,
+    VERSION_HEADER,
+    WIRE_VERSION,
+    wire_format,
+)
 from journal.wire.journal_pb2 import (
     ClearCommand,
     CommandMessage,
@@ -50,12 +61,6 @@ __all__ = [
     "missing_required",
     "type_name",
 ]
-
-TYPE_HEADER = "type"
-VERSION_HEADER = "version"
-# Version of the journal message schema. Readers accept any version: protobuf evolution rules
-# (new field numbers only) keep old readers working; the header is for diagnostics.
-WIRE_VERSION = "1"
 
 MESSAGE_TYPES: dict[str, type[Message]] = {
     cls.DESCRIPTOR.name: cls
@@ -117,11 +122,21 @@ def encode(message: Message) -> tuple[bytes, dict[str, str]]:
     missing = missing_required(message)
     if missing:
         raise JournalError(f"cannot send {name}: required fields not set: {', '.join(missing)}")
+    if wire_format() == "sling-json":
+        return sling_json.encode(message)
     return message.SerializeToString(), {TYPE_HEADER: name, VERSION_HEADER: WIRE_VERSION}
 
 
 def decode(headers: Mapping[str, str], value: bytes) -> Message:
-    """Parse a record into its message; raises UnknownMessageType or DecodeError."""
+    """Parse a record into its message; raises UnknownMessageType (ForeignWireFormat for a
+    record of the other wire format) or DecodeError."""
+    is_json = MESSAGE_TYPE_HEADER in headers
+    if wire_format() == "sling-json":
+        if not is_json and headers.get(TYPE_HEADER) in MESSAGE_TYPES:
+            raise ForeignWireFormat("protobuf record on a sling-json journal")
+        return sling_json.decode(headers, value)
+    if is_json:
+        raise ForeignWireFormat("Sling JSON record on a protobuf journal")
     name = headers.get(TYPE_HEADER)
     if name is None:
         raise UnknownMessageType("record has no 'type' header")

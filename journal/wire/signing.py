@@ -9,10 +9,12 @@ What is signed is ``SIGNATURE_CONTEXT`` followed by five length-prefixed fields:
 the topic, the ``type`` header, the ``version`` header and the record's value. Binding the
 type and topic means a signed command cannot pass as a package (or the reverse), nor a record
 copied to another topic; binding the key id means a signature counts only for the key it names.
-The length prefixes make the encoding unambiguous: no two different records sign the same
-bytes. Not bound: the record key (partitioning only; a command names its subscriber inside the
-value) and the offset (unknown when signing), so a signed record re-sent verbatim on the same
-topic still verifies.
+A Sling JSON record (journal/wire/sling_json.py) binds two fields more, its
+``messageType`` and ``scd-ext`` headers (empty when absent; scd's extensions, sequence numbers
+among them, travel there), under a context of its own. The length prefixes and the contexts
+make the encoding unambiguous: no two different records sign the same bytes. Not bound: the
+record key (partitioning only; a command names its subscriber inside the value) and the offset
+(unknown when signing), so a signed record re-sent verbatim on the same topic still verifies.
 
 Keys are given as a PEM file path, or as ``base64:`` followed by the raw 32-byte key (for
 environment variables). Public keys for verification are ``key_id=key`` pairs separated by
@@ -34,7 +36,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 from pydantic import SecretStr
 
-from journal.wire.messages import TYPE_HEADER, VERSION_HEADER
+from journal.wire.headers import EXT_HEADER, MESSAGE_TYPE_HEADER, TYPE_HEADER, VERSION_HEADER
 from runtime.errors import ConfigError, DecodeError
 
 SIG_KEY_HEADER = "sig-key"
@@ -42,6 +44,7 @@ SIG_HEADER = "sig"
 # Versioned domain separation: these bytes are never signed by anything but a v1 record
 # signature, so a signature made for another purpose with the same key cannot pass as one.
 SIGNATURE_CONTEXT = b"scd-sig-v1\0"
+SIGNATURE_CONTEXT_JSON = b"scd-sig-v1-json\0"
 # Key ids travel in every signed record and appear in logs: short, printable, no separators.
 KEY_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_KEY_ID_CHARS = 64
@@ -92,14 +95,18 @@ def _check_key_id(key_id: str) -> None:
 
 def signed_bytes(key_id: str, topic: str, headers: Mapping[str, str], value: bytes) -> bytes:
     """The canonical bytes a record signature covers (see the module docstring)."""
-    fields = (
+    fields = [
         key_id.encode(),
         topic.encode(),
         headers.get(TYPE_HEADER, "").encode(),
         headers.get(VERSION_HEADER, "").encode(),
         value,
-    )
-    return SIGNATURE_CONTEXT + b"".join(struct.pack(">I", len(f)) + f for f in fields)
+    ]
+    context = SIGNATURE_CONTEXT
+    if MESSAGE_TYPE_HEADER in headers:
+        context = SIGNATURE_CONTEXT_JSON
+        fields += [headers[MESSAGE_TYPE_HEADER].encode(), headers.get(EXT_HEADER, "").encode()]
+    return context + b"".join(struct.pack(">I", len(f)) + f for f in fields)
 
 
 class RecordSigner:
