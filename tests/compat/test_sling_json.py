@@ -92,14 +92,19 @@ def test_scd_reads_what_sling_writes(classpath: str) -> None:
         assert json.loads(again) == json.loads(value), w["messageType"]
         assert again_headers[MESSAGE_TYPE_HEADER] == w["messageType"]
         assert EXT_HEADER not in again_headers
-    inline, by_ref, invalidate, test_pkg = decoded[:4]
-    assert isinstance(inline, m.PackageMessage) and isinstance(by_ref, m.PackageMessage)
-    assert inline.pkg_binary == b"\x00\x01\xff" and inline.req_type == m.ReqType.ADD
+    packages = [d for d in decoded if isinstance(d, m.PackageMessage)]
+    inline, by_ref, invalidate, test_pkg = packages
+    assert inline.pkg_binary == b"\x00\x01\xff"
+    assert inline.req_type == m.ReqType.ADD
     assert list(inline.paths) == ["/content/a", "/content/b \u00e9"]
-    assert dict(inline.metadata) == {"k": "v"} and inline.pkg_id == "dstrpck-1-a,{b}"
-    assert by_ref.pkg_binary == b"" and by_ref.pkg_binary_ref == "ref-2"
-    assert by_ref.pkg_length == 5_000_000_000 and by_ref.req_type == m.ReqType.DELETE
-    assert [invalidate.req_type, test_pkg.req_type] == [m.ReqType.INVALIDATE, m.ReqType.TEST]  # type: ignore[attr-defined]
+    assert dict(inline.metadata) == {"k": "v"}
+    assert inline.pkg_id == "dstrpck-1-a,{b}"
+    assert by_ref.pkg_binary == b""
+    assert by_ref.pkg_binary_ref == "ref-2"
+    assert by_ref.pkg_length == 5_000_000_000
+    assert by_ref.req_type == m.ReqType.DELETE
+    assert invalidate.req_type == m.ReqType.INVALIDATE
+    assert test_pkg.req_type == m.ReqType.TEST
     statuses = [d for d in decoded if isinstance(d, m.PackageStatusMessage)]
     assert [(s.status, s.offset) for s in statuses] == [
         (m.Status.REMOVED_FAILED, 0),
@@ -113,7 +118,8 @@ def test_scd_reads_what_sling_writes(classpath: str) -> None:
         ("other", -1, 0),
     ]
     clear = next(d for d in decoded if isinstance(d, m.CommandMessage))
-    assert clear.clear_command.offset == 12 and clear.pub_agent_name == "publish"
+    assert clear.clear_command.offset == 12
+    assert clear.pub_agent_name == "publish"
 
 
 def scd_messages() -> list[Message]:
@@ -231,7 +237,7 @@ def test_sling_reads_what_scd_writes(classpath: str) -> None:
 def test_the_check_can_fail(classpath: str) -> None:
     """Sling's reader refuses a field it does not know: an extension inside the JSON would lose
     the message on a Sling instance, which is why scd's go in a header."""
-    value, headers = m.encode(scd_messages()[0])
+    value, _headers = m.encode(scd_messages()[0])
     polluted = {**json.loads(value), "sequence": 41}
     [back] = run_sling(
         classpath, "read", [{"messageType": "PackageMessage", "value": json.dumps(polluted)}]
