@@ -1,5 +1,6 @@
 """Subscriber subcommands of the scd CLI: ``scd subscriber`` runs the daemon;
-``scd content ls|cat|export`` read a subscriber's content store."""
+``scd content ls|cat|export`` read a subscriber's content store without a JVM
+(subscriber.tree_reader); ``scd content maintain`` runs its maintenance in Spark."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from subscriber.maintenance import Maintenance, MaintenancePolicy
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
 from subscriber.store.delta import DeltaStore
+from subscriber.tree_reader import StoreTree, open_tree, storage_options
 
 
 def _settings(args: argparse.Namespace) -> SubscriberSettings:
@@ -49,6 +51,12 @@ def _open_store(settings: SubscriberSettings, stack: ExitStack) -> DeltaStore:
     return store
 
 
+def _open_tree(settings: SubscriberSettings) -> StoreTree:
+    """The current tree of the settings' store, at its latest version."""
+    location = settings.store_path
+    return open_tree(location, storage_options(location, settings.blobstore))
+
+
 def cmd_spark_archive(args: argparse.Namespace) -> int:
     from subscriber.spark_archive import build
 
@@ -64,8 +72,7 @@ def cmd_spark_archive(args: argparse.Namespace) -> int:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    with ExitStack() as stack:
-        entries = list_tree(_open_store(settings, stack), args.root, deep=not args.shallow)
+    entries = list_tree(_open_tree(settings), args.root, deep=not args.shallow)
     if args.json:
         print(json.dumps([e.__dict__ for e in entries], indent=2))
         return 0
@@ -77,11 +84,11 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def cmd_cat(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    store = _open_tree(settings)
+    if args.properties:
+        print(json.dumps(read_node(store, args.path), indent=2))
+        return 0
     with ExitStack() as stack:
-        store = _open_store(settings, stack)
-        if args.properties:
-            print(json.dumps(read_node(store, args.path), indent=2))
-            return 0
         blobs = open_blob_store(settings.blobstore) if settings.blobstore else None
         if blobs is not None:
             stack.enter_context(blobs)
@@ -92,8 +99,8 @@ def cmd_cat(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    store = _open_tree(settings)
     with ExitStack() as stack:
-        store = _open_store(settings, stack)
         blobs = open_blob_store(settings.blobstore) if settings.blobstore else None
         if blobs is not None:
             stack.enter_context(blobs)

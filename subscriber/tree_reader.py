@@ -14,6 +14,7 @@ batch at a time (memory bounded by a batch and the scopes, whatever the tree's s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,10 +32,20 @@ NODE_COLUMNS = ["path", "properties", "binaries", "offset", "pkg_id"]
 SCOPE_COLUMNS = ["path", "offset", "info"]
 # No scope, or none above a path: offsets start at 0.
 NOT_COVERED = -1
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+REASON_CHARS = 500
 
 
 class TreeReadError(ScdError):
     """The store's table cannot be read (missing, unreadable, or of a protocol delta-rs lacks)."""
+
+
+def _reason(exc: BaseException) -> str:
+    """delta-rs' error in one line: its first two (what failed, and the request), without
+    terminal colours and the server's whole answer that follows, bounded."""
+    lines = ANSI_ESCAPE.sub("", str(exc)).splitlines()
+    kept = [line.strip().lstrip("\u21b3").strip() for line in lines[:2]]
+    return ": ".join(line for line in kept if line)[:REASON_CHARS]
 
 
 def storage_options(location: str, blobs: BlobStoreSettings | None) -> dict[str, str]:
@@ -54,6 +65,7 @@ def storage_options(location: str, blobs: BlobStoreSettings | None) -> dict[str,
         "aws_virtual_hosted_style_request": "false",
         "connect_timeout": f"{blobs.connect_timeout_s}s",
         "timeout": f"{blobs.read_timeout_s}s",
+        "max_retries": str(blobs.max_attempts - 1),
     }
     if blobs.endpoint_url is not None:
         options["aws_endpoint_url"] = blobs.endpoint_url
@@ -213,7 +225,7 @@ class StoreTree:
                 except StopIteration:
                     return
         except (DeltaError, OSError) as exc:
-            raise TreeReadError(f"reading the store {self.location}: {exc}") from exc
+            raise TreeReadError(f"reading the store {self.location}: {_reason(exc)}") from exc
 
     def scopes(self) -> Scopes:
         if self._scopes is None:
@@ -227,7 +239,7 @@ class StoreTree:
         """The current versions of the node rows ``predicate`` selects, all at or below
         ``root``."""
         scopes = self.scopes().reaching(root)
-        cover = CoverIndex(scopes) if scopes.at else None
+        cover = CoverIndex(scopes) if scopes.at or scopes.deep else None
         for batch in self._scan(NODE_COLUMNS, predicate):
             keep = None
             if cover is not None:
@@ -261,5 +273,5 @@ def open_tree(
     except TableNotFoundError as exc:
         raise TreeReadError(f"no content store at {location}") from exc
     except (DeltaError, OSError) as exc:
-        raise TreeReadError(f"opening the store {location}: {exc}") from exc
+        raise TreeReadError(f"opening the store {location}: {_reason(exc)}") from exc
     return StoreTree(table, location)

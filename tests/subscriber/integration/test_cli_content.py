@@ -1,4 +1,6 @@
-"""`scd content ls|cat|export` as a user runs them: separate processes on a real Delta store."""
+"""`scd content ls|cat|export` as a user runs them: separate processes on a real Delta store,
+read without a JVM (a Java that cannot start), on a directory and on S3; `scd content maintain`
+in Spark."""
 
 from __future__ import annotations
 
@@ -16,12 +18,15 @@ import pytest
 from blobstore.local import LocalBlobStore
 from journal.content.package import FILE_DATA, FILE_TYPE, NODE_TYPE, Binary, BlobRef, Node
 from subscriber.store.delta import DeltaStore
-from tests.services import spark_jars
+from tests import services
+from tests.services import S3Service, spark_jars
 from tests.subscriber.packages import add, file_node, new_change_set, node
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 BIG = bytes(range(256)) * 400  # 100 KiB, stored in the blob store by reference
+# The reads start no JVM: one would fail to start.
+NO_JVM = {"JAVA_HOME": "/nonexistent", "SCD_SUBSCRIBER_SPARK_JARS": ""}
 
 
 def scd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -34,26 +39,34 @@ def scd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
     )
 
 
+def binary_node(path: str, ref: BlobRef) -> Node:
+    n = Node(path=path)
+    n.properties[NODE_TYPE].string_value = FILE_TYPE
+    n.properties[FILE_DATA].binary_value.CopyFrom(Binary(ref=ref))
+    return n
+
+
 def test_ls_cat_export(spark: Any, tmp_path: Path) -> None:
     blobs = LocalBlobStore(tmp_path / "blobs")
     ref = blobs.put_content_addressed(io.BytesIO(BIG), len(BIG))
-    big = Node(path="/site/big.bin")
-    big.properties[NODE_TYPE].string_value = FILE_TYPE
-    big.properties[FILE_DATA].binary_value.CopyFrom(
-        Binary(ref=BlobRef(key=ref.key, size=ref.size, sha256=ref.sha256))
-    )
+    big = binary_node("/site/big.bin", BlobRef(key=ref.key, size=ref.size, sha256=ref.sha256))
+    # The same blob under a reference claiming other bytes: never handed out as good.
+    bad = binary_node("/other/bad.bin", BlobRef(key=ref.key, size=ref.size, sha256="0" * 64))
     store_path = tmp_path / "store"
     store = DeltaStore(spark, str(store_path))
     store.open()
     store.commit(
         new_change_set(
-            [add(0, "/site", node("/site"), file_node("/site/a.txt", b"hello\n"), big)],
+            [
+                add(0, "/site", node("/site"), file_node("/site/a.txt", b"hello\n"), big),
+                add(1, "/other", node("/other"), bad),
+            ],
         )
     )
     env = {
         **os.environ,
+        **NO_JVM,
         "SCD_SUBSCRIBER_STORE_PATH": str(store_path),
-        "SCD_SUBSCRIBER_SPARK_JARS": ",".join(spark_jars()),
         "SCD_BLOB_BACKEND": "local",
         "SCD_BLOB_LOCAL_ROOT": str(tmp_path / "blobs"),
     }
@@ -63,10 +76,19 @@ def test_ls_cat_export(spark: Any, tmp_path: Path) -> None:
     paths = {e["path"]: e for e in json.loads(listing.stdout)}
     assert set(paths) == {"/site", "/site/a.txt", "/site/big.bin"}
     assert paths["/site/big.bin"]["binary_bytes"] == len(BIG)
+    text = scd(env, "content", "ls", "/", "--shallow")
+    assert text.returncode == 0, text.stderr.decode()
+    assert text.stdout.decode().splitlines() == [
+        "/other\t-\t0 props\t",
+        "/site\t-\t0 props\t",
+    ]
 
     cat = scd(env, "content", "cat", "/site/big.bin")
     assert cat.returncode == 0, cat.stderr.decode()
     assert hashlib.sha256(cat.stdout).digest() == hashlib.sha256(BIG).digest()
+    props = scd(env, "content", "cat", "--properties", "/site/big.bin")
+    assert props.returncode == 0, props.stderr.decode()
+    assert json.loads(props.stdout)["properties"][FILE_DATA]["sha256"] == ref.sha256
 
     out = tmp_path / "out"
     export = scd(env, "content", "export", "/site", str(out))
@@ -77,6 +99,51 @@ def test_ls_cat_export(spark: Any, tmp_path: Path) -> None:
     missing = scd(env, "content", "cat", "/site/nope")
     assert missing.returncode == 1
     assert b"/site/nope" in missing.stderr.splitlines()[-1]
+    corrupt = scd(env, "content", "cat", "/other/bad.bin")
+    assert corrupt.returncode == 1
+    assert b"sha256 mismatch" in corrupt.stderr.splitlines()[-1]
+    refused = scd(env, "content", "export", "/other", str(tmp_path / "bad"))
+    assert refused.returncode == 1
+    assert b"sha256 mismatch" in refused.stderr.splitlines()[-1]
+    assert not (tmp_path / "bad" / "other" / "bad.bin").exists()
+    nowhere = scd({**env, "SCD_SUBSCRIBER_STORE_PATH": str(tmp_path / "none")}, "content", "ls")
+    assert nowhere.returncode == 1
+    assert b"no content store at" in nowhere.stderr
+
+
+def test_ls_and_cat_of_a_store_on_s3_with_the_blob_store_s_settings(
+    spark: Any, s3_service: S3Service, unique_name: str
+) -> None:
+    """What a client of the compose cluster has (deploy/compose.sh env): SCD_BLOB_* of the S3
+    server and the store's s3a:// location."""
+    services.s3_client(s3_service).create_bucket(Bucket=unique_name)
+    services.use_s3(spark, s3_service)
+    location = f"s3a://{unique_name}/subscriber-1"
+    store = DeltaStore(spark, location)
+    store.open()
+    store.commit(new_change_set([add(0, "/site", node("/site"), file_node("/site/a", b"s3\n"))]))
+    env = {
+        **os.environ,
+        **NO_JVM,
+        "SCD_SUBSCRIBER_STORE_PATH": location,
+        "SCD_BLOB_BACKEND": "s3",
+        "SCD_BLOB_BUCKET": unique_name,
+        "SCD_BLOB_ENDPOINT_URL": s3_service.endpoint_url,
+        "SCD_BLOB_REGION": s3_service.region,
+        "SCD_BLOB_ACCESS_KEY": s3_service.access_key,
+        "SCD_BLOB_SECRET_KEY": s3_service.secret_key,
+    }
+    listing = scd(env, "content", "ls", "/site")
+    assert listing.returncode == 0, listing.stderr.decode()
+    assert [line.split("\t")[0] for line in listing.stdout.decode().splitlines()] == [
+        "/site",
+        "/site/a",
+    ]
+    cat = scd(env, "content", "cat", "/site/a")
+    assert (cat.returncode, cat.stdout) == (0, b"s3\n"), cat.stderr.decode()
+    denied = scd({**env, "SCD_BLOB_SECRET_KEY": "wrong-secret-key"}, "content", "ls", "/site")
+    assert denied.returncode == 1
+    assert b"scd: error:" in denied.stderr.splitlines()[-1]
 
 
 def test_maintain_compacts_and_vacuums_without_changing_the_content(

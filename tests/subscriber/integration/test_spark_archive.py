@@ -21,14 +21,14 @@ pytestmark = [pytest.mark.integration]
 FROM_ARCHIVE = "source: shared objects file (top)"
 
 
-def content_ls(tmp_path: Path, archive: str) -> tuple[subprocess.CompletedProcess[str], str]:
-    """``scd content ls`` of a store that does not exist (the JVM starts, Delta looks for the
-    table): the result and the JVMs' class-loading logs."""
+def content_maintain(tmp_path: Path, archive: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    """``scd content maintain`` of a store that does not exist (the JVM starts, Delta looks for
+    the table): the result and the JVMs' class-loading logs."""
     logs = tmp_path / f"classes-{len(list(tmp_path.iterdir()))}"
     logs.mkdir()
     tool_options = os.environ.get("JAVA_TOOL_OPTIONS", "")
     done = subprocess.run(
-        [sys.executable, "-m", "scd", "content", "--store", str(tmp_path / "none"), "ls"],
+        [sys.executable, "-m", "scd", "content", "--store", str(tmp_path / "none"), "maintain"],
         env={
             **os.environ,
             "SCD_SUBSCRIBER_SPARK_JARS": ",".join(services.spark_jars()),
@@ -46,14 +46,14 @@ def content_ls(tmp_path: Path, archive: str) -> tuple[subprocess.CompletedProces
 def test_the_driver_maps_the_archive_and_starts_without_one(tmp_path: Path) -> None:
     archive = services.spark_class_archive()
     assert archive is not None, "another process is still building the archive"
-    used, loaded = content_ls(tmp_path, str(archive))
+    used, loaded = content_maintain(tmp_path, str(archive))
     assert "no content store" in used.stderr, used.stderr[-2000:]
     from_archive = [line for line in loaded.splitlines() if FROM_ARCHIVE in line]
     assert len(from_archive) > 5000, f"{len(from_archive)} classes from the archive"
     assert any(" org.apache.spark.sql.delta." in line for line in from_archive)  # Delta's jar
     assert any(" org.apache.spark.SparkContext " in line for line in from_archive)
 
-    without, loaded = content_ls(tmp_path, "")
+    without, loaded = content_maintain(tmp_path, "")
     assert "no content store" in without.stderr, without.stderr[-2000:]
     assert FROM_ARCHIVE not in loaded
 
@@ -70,7 +70,7 @@ def test_a_missing_corrupt_or_foreign_archive_costs_only_speed(
         assert built is not None, "another process is still building the archive"
         shutil.copyfile(built, path)
         class_archive_fingerprint_file(path).write_text("0123456789abcdef\n")
-    done, loaded = content_ls(tmp_path, str(path))
+    done, loaded = content_maintain(tmp_path, str(path))
     assert "no content store" in done.stderr, done.stderr[-2000:]
     assert FROM_ARCHIVE not in loaded
     assert "[cds" not in done.stdout + done.stderr  # the JDK's complaints stay quiet
