@@ -9,7 +9,8 @@
 #                               from then on reaches all three
 #   deploy/compose.sh down [-v] stops and removes the containers (-v: and the data volumes)
 #   deploy/compose.sh env       export lines for a client on this machine:
-#                               eval "$(deploy/compose.sh env)"
+#                               eval "$(deploy/compose.sh env)" (SCD_PUBLISHER_URL: the first
+#                               publisher replica; SCD_COMPOSE_PUBLISHER_URLS: both)
 #   deploy/compose.sh build     builds the images (cached: seconds when nothing changed)
 #   deploy/compose.sh ps|logs|config|pause|unpause|kill|start|stop|restart|exec ... [ARGS]
 #                               that docker compose command on this cluster's files
@@ -128,8 +129,9 @@ cmd_up() {
             | tr '\n' ' ')): starting the rest again"
         sleep 5
     done
-    scd_log "cluster up in $(scd_elapsed "$started")s: publisher on" \
-        "http://127.0.0.1:$(env_value SCD_COMPOSE_PUBLISHER_PORT 28080); every subscriber holds a position"
+    scd_log "cluster up in $(scd_elapsed "$started")s: publisher replicas on" \
+        "http://127.0.0.1:$(env_value SCD_COMPOSE_PUBLISHER_PORT 28080) and" \
+        "http://127.0.0.1:$(env_value SCD_COMPOSE_PUBLISHER_2_PORT 28082); every subscriber holds a position"
 }
 
 cmd_down() {
@@ -139,15 +141,24 @@ cmd_down() {
 
 cmd_env() {
     [[ -f "$ENV_FILE" ]] || scd_die "no $ENV_FILE yet: run deploy/compose.sh up first"
-    local s3
+    local s3 publisher
     s3="http://127.0.0.1:$(env_value SCD_COMPOSE_S3_PORT 29000)"
-    printf 'export SCD_PUBLISHER_URL=%q\n' "http://127.0.0.1:$(env_value SCD_COMPOSE_PUBLISHER_PORT 28080)"
+    publisher="http://127.0.0.1:$(env_value SCD_COMPOSE_PUBLISHER_PORT 28080)"
+    # The first replica (either takes every request), then both, space-separated.
+    printf 'export SCD_PUBLISHER_URL=%q\n' "$publisher"
+    printf 'export SCD_COMPOSE_PUBLISHER_URLS=%q\n' \
+        "$publisher http://127.0.0.1:$(env_value SCD_COMPOSE_PUBLISHER_2_PORT 28082)"
     printf 'export SCD_PUBLISHER_API_TOKEN=%q\n' "$(env_value SCD_COMPOSE_API_TOKEN '')"
     printf 'export SCD_JOURNAL_BOOTSTRAP_SERVERS=%q\n' "127.0.0.1:$(env_value SCD_COMPOSE_KAFKA_PORT 29092)"
     printf 'export SCD_BLOB_ENDPOINT_URL=%q\n' "$s3"
     printf 'export SCD_BLOB_ACCESS_KEY=%q\n' "$(env_value SCD_COMPOSE_S3_ACCESS_KEY '')"
     printf 'export SCD_BLOB_SECRET_KEY=%q\n' "$(env_value SCD_COMPOSE_S3_SECRET_KEY '')"
     printf 'export SCD_BLOB_REGION=us-east-1\n'
+    # The blob store and the subscribers' stores as the compose file gives them to the
+    # services, so that scd content reads a store from here (subscriber-1's by default).
+    printf 'export SCD_BLOB_BACKEND=s3\n'
+    printf 'export SCD_BLOB_BUCKET=scd-blobs\n'
+    printf 'export SCD_SUBSCRIBER_STORE_PATH=s3a://scd-content/subscriber-1\n'
     printf 'export SCD_COMPOSE_SUBSCRIBER_URLS=%q\n' "$(printf 'http://127.0.0.1:%s ' \
         "$(env_value SCD_COMPOSE_SUBSCRIBER_1_PORT 28091)" \
         "$(env_value SCD_COMPOSE_SUBSCRIBER_2_PORT 28092)" \

@@ -45,6 +45,8 @@ INFRASTRUCTURE = ("kafka", "s3", "s3-buckets", "spark-master", "spark-worker")
 FINAL_TARGETS = ("scd", "kafka", "s3")
 SCD_TARGET = "scd"
 MIN_SUBSCRIBERS = 3
+# The settings in which publisher replicas of one agent differ.
+PER_REPLICA_SETTINGS = frozenset({"SCD_PUBLISHER_INSTANCE_ID", "SCD_PUBLISHER_ADVERTISED_URL"})
 # Environment variables whose value is a credential: it must come from the user's .env and
 # stop compose when missing (${VAR:?message}), never be written into the file.
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|ACCESS_KEY|ROOT_USER")
@@ -321,8 +323,9 @@ def _topology_problems(services: Mapping[str, Any]) -> list[str]:
     ]
     daemons = scd_daemons(services)
     kinds = list(daemons.values())
-    if kinds.count("publisher") != 1:
-        problems.append(f"expected one publisher, found {kinds.count('publisher')}")
+    problems += _publisher_replica_problems(
+        {n: services[n] for n, k in daemons.items() if k == "publisher"}
+    )
     if kinds.count("subscriber") < MIN_SUBSCRIBERS:
         problems.append(
             f"expected at least {MIN_SUBSCRIBERS} subscribers, found {kinds.count('subscriber')}"
@@ -341,6 +344,47 @@ def _topology_problems(services: Mapping[str, Any]) -> list[str]:
         values = [env.get(setting) for env in subscriber_env]
         if len(set(values)) != len(values) or None in values:
             problems.append(f"every subscriber needs its own {setting}: {values}")
+    return problems
+
+
+def _publisher_replica_problems(publishers: Mapping[str, Any]) -> list[str]:
+    """The publisher services are replicas of one agent: the same settings but their instance
+    id and advertised URL (one token, so that a forwarded request passes the leader's check;
+    one agent and topics, so that they elect one leader); each its own instance id; with more
+    than one, each advertises its service name on its API's container port, where the other
+    replicas forward writing requests."""
+    if not publishers:
+        return ["expected at least one publisher, found none"]
+    problems: list[str] = []
+    envs = {name: environment(service) for name, service in publishers.items()}
+    instances = [env.get("SCD_PUBLISHER_INSTANCE_ID") for env in envs.values()]
+    if len(publishers) > 1 and (None in instances or len(set(instances)) != len(instances)):
+        problems.append(
+            f"every publisher replica needs its own SCD_PUBLISHER_INSTANCE_ID: {instances}"
+        )
+    first, *others = envs
+    shared = {k: v for k, v in envs[first].items() if k not in PER_REPLICA_SETTINGS}
+    for name in others:
+        own = {k: v for k, v in envs[name].items() if k not in PER_REPLICA_SETTINGS}
+        differ = sorted(k for k in shared.keys() | own.keys() if shared.get(k) != own.get(k))
+        if differ:
+            problems.append(
+                f"{name}: {', '.join(differ)} differ from {first}'s: replicas of one agent "
+                "share every setting but their instance id and advertised URL"
+            )
+    if len(publishers) == 1:
+        return problems
+    for name, service in publishers.items():
+        url = envs[name].get("SCD_PUBLISHER_ADVERTISED_URL")
+        port = envs[name].get(
+            "SCD_PUBLISHER_PORT", str(PublisherSettings.model_fields["port"].default)
+        )
+        expected = {f"http://{host}:{port}" for host in (name, service.get("hostname")) if host}
+        if url is None or url.rstrip("/") not in expected:
+            problems.append(
+                f"{name}: SCD_PUBLISHER_ADVERTISED_URL {url!r} is not where the other replicas "
+                f"reach it ({' or '.join(sorted(expected))})"
+            )
     return problems
 
 
@@ -374,6 +418,9 @@ def _subscriber_problems(name: str, settings: SubscriberSettings) -> list[str]:
     problems: list[str] = []
     if not settings.store_path.startswith("s3a://"):
         problems.append(f"{name}: content store {settings.store_path!r} is not on s3a://")
+    elif settings.blobstore is None or settings.blobstore.endpoint_url is None:
+        # Without an endpoint S3A goes to AWS (an S3 store of the cloud), not the cluster's.
+        problems.append(f"{name}: content store on AWS S3, not the cluster's S3 server")
     if not settings.spark_master.startswith("spark://"):
         problems.append(f"{name}: Spark master {settings.spark_master!r} is not the cluster's")
     if not settings.spark_jars:

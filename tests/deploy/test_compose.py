@@ -104,6 +104,10 @@ def test_what_compose_makes_of_each_image_set_follows_the_rules(
         assert "build" not in services["kafka"]
         assert "build" not in services["s3"]
         assert services["publisher"]["build"]["args"]["BASE_IMAGE"] == "debian:bookworm-slim"
+        # Every service of the scd image runs the public build, the second publisher too.
+        local = rules.interpolate(rules.load_compose(), USER_VARIABLES)["services"]
+        scd = {n for n, s in local.items() if s.get("image") == "scd:local"}
+        assert {services[n]["image"] for n in scd} == {"scd:public"}
     else:
         built = {name: s["build"]["target"] for name, s in services.items() if "build" in s}
         # The scd image is built once (the publisher's section) and run by six services.
@@ -131,7 +135,16 @@ def test_dockerfile_follows_the_rules(dockerfile: str) -> None:
 def test_the_topology_is_the_one_of_the_design(raw: dict[str, Any]) -> None:
     services = rules.interpolate(raw, USER_VARIABLES)["services"]
     daemons = rules.scd_daemons(services)
-    assert sorted(daemons.values()) == ["publisher"] + ["subscriber"] * 3
+    assert sorted(daemons.values()) == ["publisher"] * 2 + ["subscriber"] * 3
+    publishers = sorted(n for n, kind in daemons.items() if kind == "publisher")
+    assert publishers == ["publisher", "publisher-2"]
+    # The replicas share a network Kafka is not on: the fault tests cut one off the default
+    # network (Kafka's) while clients and the other replica still reach it.
+    on_front = sorted(n for n, s in services.items() if "front" in (s.get("networks") or []))
+    assert on_front == publishers
+    assert all("default" in services[n]["networks"] for n in publishers)
+    ports = [services[n]["ports"] for n in publishers]
+    assert ports == [["127.0.0.1:28080:8080"], ["127.0.0.1:28082:8080"]]
     assert services["kafka"]["image"] == "scd-kafka:local"
     assert services["s3"]["image"] == "scd-s3:local"
     assert services["spark-master"]["image"] == services["subscriber-1"]["image"] == "scd:local"
@@ -217,6 +230,14 @@ def _set(service: str, key: str, value: Any) -> Mutation:
 def _drop(service: str, key: str) -> Mutation:
     def mutate(compose: dict[str, Any]) -> None:
         del compose["services"][service][key]
+
+    return mutate
+
+
+def _drop_services(*names: str) -> Mutation:
+    def mutate(compose: dict[str, Any]) -> None:
+        for name in names:
+            del compose["services"][name]
 
     return mutate
 
@@ -313,7 +334,7 @@ BROKEN_COMPOSE: list[tuple[str, Mutation, str]] = [
     (
         "s3a store without an S3 endpoint",
         _drop_env("subscriber-1", "SCD_BLOB_ENDPOINT_URL"),
-        "subscriber-1: invalid settings",
+        "subscriber-1: content store on AWS S3, not the cluster's S3 server",
     ),
     (
         "local Spark",
@@ -335,6 +356,41 @@ BROKEN_COMPOSE: list[tuple[str, Mutation, str]] = [
         "two subscribers only",
         lambda c: c["services"].pop("subscriber-3"),
         "expected at least 3 subscribers, found 2",
+    ),
+    (
+        "two replicas with one instance id",
+        _set_env("publisher-2", "SCD_PUBLISHER_INSTANCE_ID", "publisher"),
+        "every publisher replica needs its own SCD_PUBLISHER_INSTANCE_ID",
+    ),
+    (
+        "replicas of two agents",
+        _set_env("publisher-2", "SCD_PUBLISHER_AGENT_NAME", "publish-2"),
+        "publisher-2: SCD_PUBLISHER_AGENT_NAME differ from publisher's",
+    ),
+    (
+        "replicas with different tokens",
+        _set_env("publisher-2", "SCD_PUBLISHER_API_TOKEN", "${SCD_COMPOSE_S3_SECRET_KEY:?x}"),
+        "publisher-2: SCD_PUBLISHER_API_TOKEN differ from publisher's",
+    ),
+    (
+        "advertised URL the other replica cannot reach",
+        _set_env("publisher-2", "SCD_PUBLISHER_ADVERTISED_URL", "http://127.0.0.1:8080"),
+        "publisher-2: SCD_PUBLISHER_ADVERTISED_URL 'http://127.0.0.1:8080' is not where",
+    ),
+    (
+        "advertised URL on the published port",
+        _set_env("publisher", "SCD_PUBLISHER_ADVERTISED_URL", "http://publisher:28080"),
+        "publisher: SCD_PUBLISHER_ADVERTISED_URL 'http://publisher:28080' is not where",
+    ),
+    (
+        "replica without an advertised URL",
+        _drop_env("publisher-2", "SCD_PUBLISHER_ADVERTISED_URL"),
+        "publisher-2: SCD_PUBLISHER_ADVERTISED_URL None is not where",
+    ),
+    (
+        "no publisher",
+        _drop_services("publisher", "publisher-2"),
+        "expected at least one publisher, found none",
     ),
     (
         "daemon started as a module",
