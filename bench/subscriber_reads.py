@@ -5,8 +5,10 @@ A memory store of ``--nodes`` nodes (sections of 100 pages, each with a title, a
 small inline binary) is built by commits of ``--batch`` nodes; a read model is built from it
 (the same index a Delta store's model builds, from delta-rs rows instead of Python objects)
 and served on a real endpoint. Each client reads random nodes over its own keep-alive
-connection. ``--store DIR`` reads an existing Delta store instead (the million-node store of
-bench/subscriber_bigstore.py): the model is built from the table through delta-rs.
+connection, from a process of their own (asyncio: one core for all 16); the model is read
+directly too, from threads (the read's own cost, without the endpoint). ``--store DIR`` reads
+an existing Delta store instead (the million-node store of bench/subscriber_bigstore.py): the
+model is built from the table through delta-rs.
 
     .venv/bin/python bench/subscriber_reads.py                  # JSON on stdout
     .venv/bin/python bench/subscriber_reads.py --store /tmp/scd-bigstore/store
@@ -15,13 +17,18 @@ bench/subscriber_bigstore.py): the model is built from the table through delta-r
 from __future__ import annotations
 
 import argparse
+import asyncio
+import functools
 import json
+import multiprocessing
 import random
 import resource
 import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +37,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from subscriber.http import Health, HealthServer
+from subscriber.reads import documents
 from subscriber.reads.api import ReadApi
 from subscriber.reads.delta_tree import DeltaTree
 from subscriber.reads.model import ReadModel
@@ -76,19 +84,61 @@ def delta_model(location: str, workdir: Path) -> tuple[ReadModel, list[str]]:
     return model, []
 
 
-def clients(url: str, paths: list[str], count: int, reads: int) -> dict[str, Any]:
+def http_clients(url: str, paths: list[str], count: int, reads: int) -> list[float]:
+    """``count`` concurrent clients, each on its own keep-alive connection, in one process
+    of their own (in the server's, they would take its GIL; one process each, the cores)."""
+
+    async def client(seed: int) -> list[float]:
+        rng = random.Random(seed)
+        latencies = []
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            for _ in range(reads):
+                started = time.perf_counter()
+                answer = await http.get("/content" + rng.choice(paths))
+                latencies.append(time.perf_counter() - started)
+                assert answer.status_code == 200, answer.text
+        return latencies
+
+    async def run() -> list[float]:
+        runs = await asyncio.gather(*(client(seed) for seed in range(count)))
+        return [t for latencies in runs for t in latencies]
+
+    return asyncio.run(run())
+
+
+def over_http(url: str, paths: list[str], count: int, reads: int) -> dict[str, Any]:
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pool.submit(int).result()  # the process started
+        started = time.perf_counter()
+        latencies = pool.submit(http_clients, url, paths, count, reads).result()
+        return summary(latencies, count, time.perf_counter() - started)
+
+
+Reader = Callable[[random.Random, list[str], int], list[float]]  # (rng, paths, reads) -> s
+
+
+def direct(model: ReadModel) -> Reader:
+    """A reader of the model itself: the read's own cost, without the endpoint."""
+
+    def client(rng: random.Random, paths: list[str], reads: int) -> list[float]:
+        latencies = []
+        for _ in range(reads):
+            started = time.perf_counter()
+            path = rng.choice(paths)
+            answer = model.read(functools.partial(documents.subtree, path=path, depth=0, prefix=""))
+            latencies.append(time.perf_counter() - started)
+            assert answer.value is not None
+        return latencies
+
+    return client
+
+
+def clients(how: Reader, paths: list[str], count: int, reads: int) -> dict[str, Any]:
     latencies: list[float] = []
     lock = threading.Lock()
 
     def client(seed: int) -> None:
-        rng = random.Random(seed)
-        mine = []
-        with httpx.Client(base_url=url, timeout=30) as http:
-            for _ in range(reads):
-                started = time.perf_counter()
-                answer = http.get("/content" + rng.choice(paths))
-                mine.append(time.perf_counter() - started)
-                assert answer.status_code == 200, answer.text
+        mine = how(random.Random(seed), paths, reads)
         with lock:
             latencies.extend(mine)
 
@@ -98,7 +148,10 @@ def clients(url: str, paths: list[str], count: int, reads: int) -> dict[str, Any
         t.start()
     for t in threads:
         t.join()
-    elapsed = time.perf_counter() - started
+    return summary(latencies, count, time.perf_counter() - started)
+
+
+def summary(latencies: list[float], count: int, elapsed: float) -> dict[str, Any]:
     cuts = statistics.quantiles(latencies, n=100)
     return {
         "clients": count,
@@ -141,10 +194,14 @@ def main() -> int:
     api = ReadApi(One(model), None, None)
     health = Health(agent="bench", instance_id="i", processed_offset=0, state="IDLE")
     with HealthServer(lambda: health, lambda: (True, ""), lambda: b"", reads=api) as server:
-        report["runs"] = [
-            clients(server.url, paths, 1, args.reads),
-            clients(server.url, paths, 16, max(1, args.reads // 8)),
+        report["http"] = [
+            over_http(server.url, paths, 1, args.reads),
+            over_http(server.url, paths, 16, max(1, args.reads // 8)),
         ]
+    report["direct"] = [
+        clients(direct(model), paths, 1, args.reads),
+        clients(direct(model), paths, 16, max(1, args.reads // 8)),
+    ]
     api.close()
     model.stop()
     print(json.dumps(report, indent=2))

@@ -32,7 +32,7 @@ class DeltaTree:
         from deltalake import DeltaTable
 
         if self._log is None:
-            self._log = DeltaTable(self.location, storage_options=self.options, without_files=True)
+            self._log = DeltaTable(self.location, storage_options=self.options)
         else:
             self._log.update_incremental()
         return int(self._log.version())
