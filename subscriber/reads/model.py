@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import queue
@@ -38,8 +39,8 @@ log = logging.getLogger(__name__)
 # soon it looks again when a commit in flight kept it from it after the store opened.
 WATCH_S = 1.0
 CHECK_S = 0.05
-# After a failed build, the wait before the next try (the table may be in the middle of a
-# copy, or unreachable for a while).
+# After a failed build, the longest wait before the next try (the table may not exist yet,
+# be in the middle of a copy, or be unreachable for a while).
 RETRY_S = 5.0
 
 T = TypeVar("T")
@@ -143,7 +144,9 @@ class ReadModel:
     def run(self) -> None:
         while not self._stop.is_set():
             if self._stale and not self._rebuild():
-                self._stop.wait(RETRY_S)
+                # Again after RETRY_S, or at the store's next write (a new table's first).
+                with contextlib.suppress(queue.Empty):
+                    self._events.get(timeout=RETRY_S)
                 continue
             if self._check_pending:
                 self._watch()
@@ -223,7 +226,7 @@ class ReadModel:
             if index is not None:
                 index.close()
             self._refused = f"the read model could not be built: {exc}"
-            log.exception("%s: building the read model failed", self.name)
+            log.warning("%s: the read model could not be built: %s", self.name, exc)
             return False
         self.last_build = Build(time.monotonic() - started, nodes, snapshot.version)
         self._stale = False
