@@ -305,13 +305,17 @@ class Sequencer:
         try:
             offsets = writer.write(self.topic, [q.record for q in batch])
         except BaseException as exc:
+            error: BaseException = exc
             with self._lock:
                 behind, self._queued = self._queued, []
                 self._last = None
                 if isinstance(exc, Fenced):
                     self._close_writer()
+                    # Another instance opened the writer since: the request may go there.
+                    error = NotWriter(f"{self.topic}: another instance writes now ({exc})")
+                    error.__cause__ = exc
             for q in batch + behind:
-                q.settle(None, exc)
+                q.settle(None, error)
             return
         for q, offset in zip(batch, offsets, strict=True):
             q.settle(offset, None)

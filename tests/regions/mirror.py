@@ -75,6 +75,9 @@ def mm2_properties(clusters: dict[str, str], flows: Sequence[Flow]) -> str:
         pattern = "|".join(topic.replace(".", "\\\\.") for topic in flow.topics)
         lines += [f"{name}.enabled = true", f"{name}.topics = {pattern}"]
         lines.append(f"{flow.target}.producer.max.request.size = {MAX_REQUEST_BYTES}")
+        # The publisher's leader writes in transactions: a deposed leader's aborted batch must
+        # not be copied (Kafka's Java consumer reads uncommitted records by default).
+        lines.append(f"{flow.source}.consumer.isolation.level = read_committed")
     lines += [f"{setting} = 1" for setting in SINGLE_BROKER_SETTINGS]
     lines += [
         f"refresh.topics.interval.seconds = {REFRESH_TOPICS_S}",
