@@ -122,6 +122,7 @@ class SubscriberAgent:
             journal,
             lambda: self.instance_id,
             lambda: (self.processed_offset, self.retries),
+            lambda latest: self.loop.unread(latest),
             lambda: self.clears.paused,
             lambda: dict(self.store.state.sequences) if self.store.state is not None else {},
             self.metrics,

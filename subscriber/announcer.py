@@ -30,6 +30,7 @@ class Announcer:
         journal: Journal,
         instance_id: Callable[[], str],
         progress: Callable[[], tuple[int, int]],  # (processed offset, retries)
+        unread: Callable[[int], int],  # packages after the processed offset, given the log's end
         paused: Callable[[], bool],
         sequences: Callable[[], Mapping[str, int]],  # the last number applied per agent
         metrics: SubscriberMetrics,
@@ -41,6 +42,7 @@ class Announcer:
         self.journal = journal
         self.instance_id = instance_id
         self.progress = progress
+        self.unread = unread
         self.paused = paused
         self.sequences = sequences
         self.metrics = metrics
@@ -91,8 +93,8 @@ class Announcer:
         except JournalError:
             return
         processed, _ = self.progress()
-        self.lag = max(0, latest - processed - 1)
-        self.metrics.offsets(processed, latest)
+        self.lag = self.unread(latest)
+        self.metrics.offsets(processed, self.lag)
         ready, reason = self.readiness.check()
         if ready and self.readiness.ready_after_s is not None:
             self.metrics.ready(reason, self.readiness.ready_after_s)

@@ -307,11 +307,11 @@ class SubscriberMetrics:
     def status_sent(self, status: str) -> None:
         self._package_status_count.labels(self.agent, status).inc()
 
-    def offsets(self, processed: int, latest: int | None) -> None:
-        """``latest`` is the offset the next record will get (journal ``latest_offset``)."""
+    def offsets(self, processed: int, lag: int | None) -> None:
+        """``lag``: packages on the log after the processed offset (None: not known)."""
         self.processed_offset.set(processed)
-        if latest is not None:
-            self.lag.set(max(0, latest - processed - 1))
+        if lag is not None:
+            self.lag.set(lag)
 
     def maintenance_step(
         self, step: str, seconds: float, files: int | None, deleted: int, reclaimed: int

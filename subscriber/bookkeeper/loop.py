@@ -145,6 +145,10 @@ class ImportLoop:
         self._unstored_skips = 0
         self._consumer: Consumer | None = None
         self._raw: deque[Record] = deque()  # polled, beyond the last batch's byte budget
+        # (the last record read, the consumer's position) when a poll found the log drained:
+        # the position is past the transaction markers after that record (``unread``).
+        self._drained: tuple[int, int] | None = None
+        self._last_read = -1
         # The next batch, polled and decoded while the current one commits (one at a time).
         self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-prefetch")
         self._prefetched: Future[Polled] | None = None
@@ -325,6 +329,15 @@ class ImportLoop:
             self._position(self.processed_offset + 1)
         return False
 
+    def unread(self, latest: int) -> int:
+        """Offsets on the log after the processed one (``latest``: the offset the next record
+        gets), transaction markers (publisher replicas' fenced writers) not counted once the
+        log was read to its end and everything read was processed."""
+        drained = self._drained
+        if drained is not None and self.processed_offset >= drained[0]:
+            return max(0, latest - max(drained[1], self.processed_offset + 1))
+        return max(0, latest - self.processed_offset - 1)
+
     def poll(
         self, timeout_s: float | None = None, max_records: int | None = None, held: int = 0
     ) -> Polled:
@@ -340,7 +353,11 @@ class ImportLoop:
                 chunk = min(limit - len(polled), POLL_CHUNK)
                 self._raw.extend(self._consumer.poll(0.0 if polled else wait, max_records=chunk))
                 if not self._raw:
+                    position = self._consumer.positions().get(0)
+                    if position is not None:
+                        self._drained = (self._last_read, position)
                     break
+                self._last_read = self._raw[-1].offset
             if not self.gaps.follows(self._raw[0].offset):
                 break  # deleted offsets before it: this batch ends here
             record = self._raw.popleft()

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 
 from blobstore.api import BlobStore
 from blobstore.settings import BlobStoreSettings
-from journal.api import Journal, Position
+from journal.api import Journal, OutgoingRecord, Position
 from journal.content.package import PACKAGE_TYPE, ContentPackage, checksum, encode_package
 from journal.settings import JournalSettings, TopicSettings
 from journal.topics import topic_specs
@@ -104,9 +104,12 @@ def send_package(
     data: bytes | None = None,
     declared_checksum: str | None = None,
     sequence: int = 0,
+    fenced: bool = False,
 ) -> int:
     """Write a PackageMessage; with ``blobs`` the package goes by reference (spilled);
-    ``sequence``: its number as the publisher's agent gives it (0: not numbered)."""
+    ``sequence``: its number as the publisher's agent gives it (0: not numbered); ``fenced``:
+    through a fenced writer, as a publisher's leader writes (on Kafka a transaction, whose
+    marker takes the next offset)."""
     payload = encode_package(package) if data is None else data
     message = m.PackageMessage(
         pub_sling_id="pub-1",
@@ -128,6 +131,12 @@ def send_package(
     else:
         message.pkg_binary = payload
     value, headers = m.encode(message)
+    if fenced:
+        writer = journal.fenced_writer(f"{pub_agent}-test-leader")
+        try:
+            return writer.write(settings.topics.package, [OutgoingRecord(value, None, headers)])[0]
+        finally:
+            writer.close()
     return journal.send(settings.topics.package, value, headers=headers)
 
 

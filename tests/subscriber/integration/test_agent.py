@@ -226,15 +226,20 @@ def test_discovery_invalidate_hook_and_health(env: Env, spark: Any) -> None:
         hooks={"invalidate": InvalidationHook(lambda paths, _pkg: invalidated.append([*paths]))},
     )
     first = env.send(package("a", ADD, [("/a", True)], site("0", "/a")))
-    inv = env.send(package("i", m.ReqType.INVALIDATE, [("/a", True)]))
+    # Written as a publisher's leader writes: on Kafka its transaction's marker takes the
+    # offset after it, which is no package left to import.
+    inv = env.send(package("i", m.ReqType.INVALIDATE, [("/a", True)]), fenced=True)
+    assert env.journal.latest_offset(env.js.topics.package) == inv + 2
     agent.start()
     with HealthServer(agent.health, agent.readiness.check, agent.metrics.render) as server:
         wait_for(lambda: agent.processed_offset == inv, AGENT_WAIT_S)
         assert invalidated == [["/a"]]
         assert store_paths(agent) == {"/a"}
         wait_for(lambda: httpx.get(f"{server.url}/ready").status_code == 200, AGENT_WAIT_S)
+        wait_for(lambda: agent.lag == 0, AGENT_WAIT_S, "the marker not counted as lag")
         health = httpx.get(f"{server.url}/health").json()
         assert health["processedOffset"] == inv
+        assert health["state"] == "IDLE"
         assert health["instanceId"] == agent.instance_id
         metrics = httpx.get(f"{server.url}/metrics").text
         assert 'scd_imported_package_size_bytes_count{agent="sub"} 2.0' in metrics

@@ -117,7 +117,7 @@ def test_metrics_of_all_agents_form_one_valid_exposition() -> None:
     for agent in agents:
         agent.metrics.watch_commit_slots(slots)
     for i, agent in enumerate(agents):
-        agent.metrics.offsets(processed=10 * i, latest=100)
+        agent.metrics.offsets(processed=10 * i, lag=99 - 10 * i)
     stop = threading.Event()
     with slots.hold(starting=False):
         waiter = threading.Thread(target=_wait_for_a_slot, args=(slots, stop), daemon=True)

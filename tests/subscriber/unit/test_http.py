@@ -67,7 +67,7 @@ def test_ready_is_503_until_ready(server: HealthServer, agent: FakeAgent) -> Non
 
 
 def test_metrics_in_prometheus_text(server: HealthServer, agent: FakeAgent) -> None:
-    agent.metrics.offsets(processed=5, latest=10)
+    agent.metrics.offsets(processed=5, lag=4)
     response = httpx.get(f"{server.url}/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")

@@ -50,7 +50,7 @@ def test_recording_helpers() -> None:
     m.status_sent("IMPORTED")
     m.status_sent("IMPORTED")
     m.status_sent("REMOVED_FAILED")
-    m.offsets(processed=41, latest=50)
+    m.offsets(processed=41, lag=8)
     m.ready("idle", 12.5)
     got = samples(m)
     assert got[("scd_imported_package_size_bytes_count", agent)] == 2
@@ -72,13 +72,13 @@ def test_recording_helpers() -> None:
     assert got[("scd_readiness_duration_seconds", (*agent, ("reason", "idle")))] == 12.5
 
 
-def test_lag_is_zero_when_caught_up_and_kept_without_a_latest_offset() -> None:
+def test_lag_is_kept_while_the_log_end_is_unknown() -> None:
     m = SubscriberMetrics("sub1")
-    m.offsets(processed=9, latest=10)
-    assert samples(m)[("scd_lag", (("agent", "sub1"),))] == 0
-    m.offsets(processed=9, latest=None)
-    assert samples(m)[("scd_lag", (("agent", "sub1"),))] == 0
-    m.offsets(processed=-1, latest=0)  # nothing on the topic, nothing processed
+    m.offsets(processed=9, lag=3)
+    assert samples(m)[("scd_lag", (("agent", "sub1"),))] == 3
+    m.offsets(processed=9, lag=None)
+    assert samples(m)[("scd_lag", (("agent", "sub1"),))] == 3
+    m.offsets(processed=12, lag=0)
     assert samples(m)[("scd_lag", (("agent", "sub1"),))] == 0
 
 
