@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -34,6 +34,8 @@ SCOPE_COLUMNS = ["path", "offset", "info"]
 NOT_COVERED = -1
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 REASON_CHARS = 500
+# memoryview formats of integers by their width in bytes.
+INT_FORMATS: dict[int, Literal["b", "h", "i", "q"]] = {1: "b", 2: "h", 4: "i", 8: "q"}
 
 
 class TreeReadError(ScdError):
@@ -167,32 +169,67 @@ class CoverIndex:
         return max(own, self._deep(path[: path.rfind("/")] or "/"))
 
 
+def _from_buffer(data: Any, width: int, start: int, count: int) -> list[int]:
+    """``count`` integers of ``width`` bytes from ``start`` on in an Arrow buffer."""
+    view = memoryview(data)[: data.size // width * width].cast(INT_FORMATS[width])
+    return list(view[start : start + count].tolist())
+
+
+def _values(array: Any) -> list[Any]:
+    """A flat Arrow array as Python values, read from its buffers: Arrow's own conversion
+    makes a scalar object of every value first (microseconds each: most of the time a large
+    subtree took). Arrays with nulls and other types take Arrow's way."""
+    count, start = len(array), array.offset
+    if array.null_count or count == 0:
+        return list(array.to_pylist())
+    buffers = array.buffers()
+    if pa.types.is_string(array.type):  # int32 offsets into the data buffer
+        at = _from_buffer(buffers[1], 4, start, count + 1)
+        text = buffers[2].to_pybytes() if buffers[2] is not None else b""
+        return [text[at[i] : at[i + 1]].decode() for i in range(count)]
+    if pa.types.is_integer(array.type):
+        return _from_buffer(buffers[1], array.type.bit_width // 8, start, count)
+    if pa.types.is_boolean(array.type):  # one bit a value, least significant first
+        bits = buffers[1].to_pybytes()
+        return [bool(bits[i >> 3] >> (i & 7) & 1) for i in range(start, start + count)]
+    return list(array.to_pylist())
+
+
+def _lists(array: Any) -> list[list[Any]]:
+    """A list array's lists (a null one empty)."""
+    at = _values(array.offsets)
+    values = _values(array.flatten())
+    start = at[0]
+    return [values[at[i] - start : at[i + 1] - start] for i in range(len(array))]
+
+
 def _map_entries(column: Any) -> tuple[list[int], list[str], dict[str, list[Any]]]:
     """A map column's entries: each row's first entry (and the end), their keys and value
     fields as Python lists, converted a column at a time (Arrow's row-wise ``to_pylist`` of
     nested maps took 20 times longer). A null map has no entries."""
-    offsets = column.offsets.to_pylist()  # into the backing arrays, whatever the slice
+    offsets = _values(column.offsets)  # into the backing arrays, whatever the slice
     start, end = offsets[0], offsets[-1]
     items = column.items.slice(start, end - start)
     fields = {
-        items.type.field(i).name: child.to_pylist() for i, child in enumerate(items.flatten())
+        items.type.field(i).name: _lists(child) if pa.types.is_list(child.type) else _values(child)
+        for i, child in enumerate(items.flatten())
     }
-    keys = column.keys.slice(start, end - start).to_pylist()
+    keys = _values(column.keys.slice(start, end - start))
     return [o - start for o in offsets], keys, fields
 
 
 def _nodes(batch: pa.RecordBatch, keep: list[bool] | None) -> Iterator[StoredNode]:
     """The batch's rows (those ``keep`` marks) as stored nodes."""
-    paths = batch.column("path").to_pylist()
-    offsets = batch.column("offset").to_pylist()
-    pkg_ids = batch.column("pkg_id").to_pylist()
+    paths = _values(batch.column("path"))
+    offsets = _values(batch.column("offset"))
+    pkg_ids = _values(batch.column("pkg_id"))
     p_at, p_keys, p = _map_entries(batch.column("properties"))
     b_at, b_keys, b = _map_entries(batch.column("binaries"))
     for i, path in enumerate(paths):
         if keep is not None and not keep[i]:
             continue
         properties = {
-            p_keys[j]: (p["type"][j], p["multi"][j], p["values"][j] or [])
+            p_keys[j]: (p["type"][j], p["multi"][j], p["values"][j])
             for j in range(p_at[i], p_at[i + 1])
         }
         binaries = {
@@ -243,8 +280,8 @@ class StoreTree:
         for batch in self._scan(NODE_COLUMNS, predicate):
             keep = None
             if cover is not None:
-                paths = batch.column("path").to_pylist()
-                offsets = batch.column("offset").to_pylist()
+                paths = _values(batch.column("path"))
+                offsets = _values(batch.column("offset"))
                 keep = [cover.offset(p) <= o for p, o in zip(paths, offsets, strict=True)]
             yield from _nodes(batch, keep)
 
