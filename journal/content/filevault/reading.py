@@ -176,7 +176,7 @@ class _Reader:
             if is_root
             else join(parent_of(root), self.jcr_name(element.name, element.namespaces))
         )
-        self.element(element, path, depth)
+        self.element(element, path, depth, defines=True)
 
     def jcr_name(self, name: tuple[str, str, str], namespaces: dict[str, str]) -> str:
         uri, local, prefix = name
@@ -194,7 +194,11 @@ class _Reader:
             raise DecodeError(f"namespace {uri!r} has no prefix")
         return f"{known}:{local}"
 
-    def element(self, element: xml_io.Element, path: str, depth: int) -> None:
+    def element(
+        self, element: xml_io.Element, path: str, depth: int, defines: bool = False
+    ) -> None:
+        """A docview element: a node when it has properties or is the document's root (a
+        nested element without any only orders a child defined elsewhere)."""
         segment = path.rsplit("/", 1)[1]
         if segment.endswith("]") and "[" in segment:
             index = segment[segment.rindex("[") + 1 : -1]
@@ -202,7 +206,7 @@ class _Reader:
                 self.skip(SAME_NAME_SIBLING, path)
                 return
             path = path[: path.rindex("[")]
-        if element.attributes:
+        if element.attributes or defines:
             props = {
                 self.jcr_name(k, element.namespaces): parse_property(v)
                 for k, v in element.attributes.items()

@@ -35,7 +35,7 @@ _SCALAR_TYPES = {
 def format_date(ms: int) -> str:
     """A date as FileVault writes it (ISO 8601, milliseconds, UTC as ``Z``)."""
     moment = _EPOCH + timedelta(milliseconds=ms)
-    return f"{moment:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
+    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
 
 
 def parse_date(text: str) -> int:
