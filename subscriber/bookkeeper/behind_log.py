@@ -6,9 +6,11 @@ record left without a word (``Position.resolve`` clamps a start position; Kafka'
 ``auto.offset.reset`` moves a consumer whose position was deleted): the packages in between
 would be lost silently. So the import loop asks ``LogGaps`` where to start (the next offset
 against the topic's earliest one) and passes every record it polls through ``follows``, which
-stops the batch at a record past the next offset. The package topic has one partition and no
-transactions (markers would take offsets of their own), so any hole in its offsets is
-records deleted before they were read.
+stops the batch at a record past the next offset. The package topic has one partition, but a
+publisher's leader writes it in transactions, whose markers take offsets no consumer reads (an
+aborted transaction's records too, unread by a read_committed consumer): so a hole counts as
+records deleted before they were read only when the topic's earliest offset has passed its
+start; a hole the log still holds is markers, and reading goes on after it.
 
 At a gap the subscriber stops importing, keeps announcing its real processed offset and says
 so: state BEHIND_LOG, ``/ready`` 503 naming the offsets, ``scd_behind_log`` 1, one ERROR line
@@ -151,8 +153,11 @@ class LogGaps:
         if self.pending is not None:
             return False
         if offset > self._next:
-            self.pending = Gap(self._next, offset - 1)
-            return False
+            earliest = self.journal.earliest_offset(self.topic)
+            if earliest > self._next:  # deleted by retention (markers may follow them)
+                self.pending = Gap(self._next, offset - 1)
+                return False
+            # Transaction markers (or aborted records): offsets on the log, no package.
         self._next = offset + 1
         if self._accept or self._new_store or self.behind is not None:
             self._reading(offset)

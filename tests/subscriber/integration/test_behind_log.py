@@ -23,12 +23,14 @@ from tests.subscriber.unit.test_behind_log import (
     test_a_gap_opening_while_it_runs_stops_it_even_with_accept_gap_set,
     test_a_subscriber_restarted_behind_the_log_stops_until_the_gap_is_accepted,
     test_it_resumes_by_itself_once_the_log_has_its_offset_again,
+    test_packages_a_leader_wrote_follow_each_other_past_their_markers,
 )
 
 __all__ = [
     "test_a_gap_opening_while_it_runs_stops_it_even_with_accept_gap_set",
     "test_a_subscriber_restarted_behind_the_log_stops_until_the_gap_is_accepted",
     "test_it_resumes_by_itself_once_the_log_has_its_offset_again",
+    "test_packages_a_leader_wrote_follow_each_other_past_their_markers",
 ]
 
 pytestmark = pytest.mark.integration
