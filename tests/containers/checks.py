@@ -113,6 +113,8 @@ class LoggedPackage:
     metadata: dict[str, str]
     created_ms: int
     spilled: bool
+    agent: str = ""
+    sequence: int = 0  # the agent's number (journal/sequence.py): one by one in log order
 
 
 def read_packages(
@@ -142,6 +144,8 @@ def read_packages(
                             dict(message.metadata),
                             int(message.created_ms),
                             bool(message.pkg_binary_ref),
+                            message.pub_agent_name,
+                            int(message.sequence),
                         )
                     )
         return sorted(found, key=lambda p: p.offset)

@@ -31,7 +31,14 @@ COMPOSE_SH = DEPLOY_DIR / "compose.sh"
 COMPOSE_FILE = DEPLOY_DIR / "docker-compose.yml"
 SUBSCRIBERS = ("subscriber-1", "subscriber-2", "subscriber-3")
 KAFKA = "kafka"
-PUBLISHER = "publisher"
+# Two replicas of one publisher agent; the first is SCD_PUBLISHER_URL's.
+PUBLISHERS = ("publisher", "publisher-2")
+PUBLISHER, PUBLISHER_2 = PUBLISHERS
+# The compose network Kafka, S3 and the subscribers are on; the publishers are on front too.
+DEFAULT_NETWORK = "default"
+# The publishers' API inside their containers (SCD_PUBLISHER_PORT), where they reach each other.
+PUBLISHER_API_PORT = 8080
+KAFKA_PORT = 9092
 # The subscribers' health endpoint inside their containers (SCD_SUBSCRIBER_HTTP_PORT in the
 # compose file); it is not published, the host reaches it on the container's address.
 SUBSCRIBER_HEALTH_PORT = 8090
@@ -100,6 +107,7 @@ class Endpoints:
     """What a client on this machine needs (``deploy/compose.sh env``)."""
 
     publisher_url: str
+    publisher_urls: tuple[str, ...]  # one per replica, in PUBLISHERS' order
     token: str
     s3_endpoint: str
     s3_access_key: str
@@ -108,6 +116,10 @@ class Endpoints:
     kafka_bootstrap: str
     content_bucket: str
     blob_bucket: str
+
+    def url_of(self, publisher: str) -> str:
+        """The published API address of one publisher replica (a service of PUBLISHERS)."""
+        return self.publisher_urls[PUBLISHERS.index(publisher)]
 
     def store(self, subscriber: str) -> str:
         """The subscriber's Delta table (SCD_SUBSCRIBER_STORE_PATH in the compose file)."""
@@ -202,8 +214,12 @@ class ComposeCluster:
         if self._endpoints is None:
             values = parse_env(self.script("env"))
             kafka_port = _dotenv().get("SCD_COMPOSE_KAFKA_PORT", "29092")
+            first = _first(values, "SCD_PUBLISHER_URL")
             self._endpoints = Endpoints(
-                publisher_url=_first(values, "SCD_PUBLISHER_URL"),
+                publisher_url=first,
+                publisher_urls=tuple(
+                    _first(values, "SCD_COMPOSE_PUBLISHER_URLS", default=first).split()
+                ),
                 token=_first(values, "SCD_PUBLISHER_API_TOKEN"),
                 s3_endpoint=_first(
                     values, "SCD_BLOB_ENDPOINT_URL", "SCD_S3_ENDPOINT", "AWS_ENDPOINT_URL"
@@ -304,14 +320,20 @@ class ComposeCluster:
         return f"--- last {lines} log lines of {service} ---\n{done.stdout}{done.stderr}"
 
     # ------------------------------------------------------------------ network faults
-    def disconnect(self, service: str) -> list[tuple[str, list[str]]]:
-        """Cut the container off every network; returns (network, aliases) to reconnect."""
+    def disconnect(self, service: str, only: str | None = None) -> list[tuple[str, list[str]]]:
+        """Cut the container off every network, or off the compose network ``only`` (e.g.
+        DEFAULT_NETWORK: the container keeps its others); returns (network, aliases) to
+        reconnect."""
         container = self.container(service)
         cut = []
         for name, network in container.networks.items():
+            if only is not None and name != only and not name.endswith(f"_{only}"):
+                continue
             aliases = [a for a in network.get("Aliases") or [] if not container.id.startswith(a)]
             _checked(["docker", "network", "disconnect", name, container.id])
             cut.append((name, aliases))
+        if not cut:
+            raise ComposeError(f"{service} is on no network {only!r}: {sorted(container.networks)}")
         return cut
 
     def reconnect(self, service: str, networks: list[tuple[str, list[str]]]) -> None:
@@ -319,6 +341,14 @@ class ComposeCluster:
         for name, aliases in networks:
             options = [f"--alias={alias}" for alias in aliases]
             _checked(["docker", "network", "connect", *options, name, container.id])
+
+    def connects(self, service: str, host: str, port: int) -> bool:
+        """Whether a TCP connection from inside the service's container to host:port opens
+        (a name its networks do not resolve does not)."""
+        address = f"({host!r}, {port})"
+        probe = f"import socket; socket.create_connection({address}, timeout={PROBE_TIMEOUT_S})"
+        done = _run(["docker", "exec", self.container(service).id, "python", "-c", probe], 30)
+        return done.returncode == 0
 
     def _in_netns(self, service: str, *command: str) -> str:
         return _checked(["nsenter", "-t", str(self.container(service).pid), "-n", *command])
@@ -368,9 +398,11 @@ class ComposeCluster:
 
     # ------------------------------------------------------------------ reading back
     # ------------------------------------------------------------------ reading back
-    def publisher_health(self) -> dict[str, Any] | None:
+    def publisher_health(self, service: str = PUBLISHER) -> dict[str, Any] | None:
+        """A publisher replica's /health through its published port; None: no answer."""
         try:
-            answer = httpx.get(f"{self.endpoints().publisher_url}/health", timeout=PROBE_TIMEOUT_S)
+            url = self.endpoints().url_of(service)
+            answer = httpx.get(f"{url}/health", timeout=PROBE_TIMEOUT_S)
         except httpx.HTTPError:
             return None
         return answer.json() if answer.status_code == 200 else None

@@ -7,6 +7,8 @@ so the checks can tell this run's packages from a cluster's earlier ones.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import threading
 import time
 from collections import Counter
@@ -16,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from tests.containers.compose import PUBLISHER, SUBSCRIBERS, ComposeCluster
+from tests.containers.compose import PUBLISHERS, SUBSCRIBERS, ComposeCluster
 from tests.e2e.cluster import Outcome, post_distribute
 from tests.e2e.workload import Request, Workload
 
@@ -30,11 +32,32 @@ HEALTH_EVERY_S = 2.0
 # engine and every subscriber; at 0.5 s the checks took a visible share of the two cores the
 # recovering cluster needed).
 RECOVERY_POLL_S = 2.0
+# Behind a balancer (Distributor.balanced): how long one try may take before the client tries
+# the next replica, and how long a replica that failed is left out (a passive health check).
+TRY_TIMEOUT_S = 10.0
+BALANCER_HOLD_S = 5.0
+# Answers a balancer retries on another replica (None: no answer, or none in time).
+RETRIED = frozenset({None, 503})
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One request through the balancer: its tries, each on the next replica, until one was
+    acknowledged or every replica failed it."""
+
+    started: float
+    seconds: float
+    tries: tuple[tuple[str, Outcome], ...]  # (the replica's URL, what it answered)
+
+    @property
+    def acknowledged(self) -> bool:
+        return self.tries[-1][1].status == 200
 
 
 @dataclass
 class Distributor:
-    """POST /distribute of workload requests through the publisher's published port."""
+    """POST /distribute of workload requests through the publisher's published port, or
+    round-robin over several replicas (``balanced``)."""
 
     url: str
     token: str
@@ -42,20 +65,71 @@ class Distributor:
     workload: Workload
     outcomes: list[Outcome] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Further replicas: each request goes to the next of url and these, and one answered 503 or
+    # not in TRY_TIMEOUT_S is sent again to the next (as a fresh request of the workload, so
+    # that the log check still finds each request once).
+    replicas: tuple[str, ...] = ()
+    deliveries: list[Delivery] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.http = httpx.Client(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {self.token}"},
-            timeout=CLIENT_TIMEOUT_S,
+        timeout = TRY_TIMEOUT_S if self.replicas else CLIENT_TIMEOUT_S
+        self.clients = {
+            url: httpx.Client(
+                base_url=url, headers={"Authorization": f"Bearer {self.token}"}, timeout=timeout
+            )
+            for url in (self.url, *self.replicas)
+        }
+        self.http = self.clients[self.url]
+        self.turn = itertools.count()
+        self.left_out: dict[str, float] = {}
+
+    def balanced(self, *urls: str) -> Distributor:
+        """A client of the same run over ``urls`` (outcomes, workload and lock shared)."""
+        first, *others = urls
+        return Distributor(
+            first, self.token, self.run_id, self.workload, self.outcomes, self.lock, tuple(others)
         )
 
     def close(self) -> None:
-        self.http.close()
+        for client in self.clients.values():
+            client.close()
 
     def post(self, seq: int, body: dict[str, Any]) -> Outcome:
+        if not self.replicas:
+            return self._try(self.http, seq, body)
+        started = time.monotonic()
+        tries: list[tuple[str, Outcome]] = []
+        for _ in self.clients:
+            url = self._pick()
+            outcome = self._try(self.clients[url], seq, body)
+            tries.append((url, outcome))
+            if outcome.status not in RETRIED:
+                break
+            with self.lock:
+                self.left_out[url] = time.monotonic() + BALANCER_HOLD_S
+                if seq in self.workload.requests:  # the same content as a request of its own
+                    retry = dataclasses.replace(
+                        self.workload.requests[seq], seq=len(self.workload.requests)
+                    )
+                    self.workload.requests[retry.seq] = retry
+                    seq, body = retry.seq, retry.body()
+        with self.lock:
+            self.deliveries.append(Delivery(started, time.monotonic() - started, tuple(tries)))
+        return outcome
+
+    def _pick(self) -> str:
+        """The next replica not left out (the next one whatever its state when all are)."""
+        urls = list(self.clients)
+        with self.lock:
+            for _ in urls:
+                url = urls[next(self.turn) % len(urls)]
+                if self.left_out.get(url, 0.0) <= time.monotonic():
+                    return url
+            return urls[next(self.turn) % len(urls)]
+
+    def _try(self, http: httpx.Client, seq: int, body: dict[str, Any]) -> Outcome:
         body = {**body, "metadata": {**body.get("metadata", {}), RUN_KEY: self.run_id}}
-        outcome = post_distribute(self.http, seq, body, message_chars=300)
+        outcome = post_distribute(http, seq, body, message_chars=300)
         with self.lock:
             self.outcomes.append(outcome)
         return outcome
@@ -142,15 +216,15 @@ class HealthWatch:
 
     def __init__(self, compose: ComposeCluster, services: tuple[str, ...] | None = None) -> None:
         self.compose = compose
-        self.services = services or (PUBLISHER, *SUBSCRIBERS)
+        self.services = services or (*PUBLISHERS, *SUBSCRIBERS)
         self.probes: list[Probe] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="health-watch", daemon=True)
 
     def _probe(self, service: str) -> None:
         started = time.monotonic()
-        if service == PUBLISHER:
-            answered = self.compose.publisher_health() is not None
+        if service in PUBLISHERS:
+            answered = self.compose.publisher_health(service) is not None
         else:
             answered = self.compose.subscriber_health(service) is not None
         self.probes.append(Probe(started, service, answered, time.monotonic() - started))

@@ -4,6 +4,9 @@ crosses the engine's bridge network, under a steady background of distribute req
 * a hang: Kafka paused 40 s, then the S3 server paused 40 s (connections stay open, nothing
   answers);
 * a partition: one subscriber disconnected from the network for 60 s, then reconnected;
+* a partition of the leading publisher replica from Kafka for 30 s (off the default network,
+  still on the publishers' own: clients and the other replica reach it), clients sending
+  round-robin to both replicas and a refused request again to the other;
 * a crash: `docker compose kill` of a subscriber in the middle of an import, then `start`;
   the same for the publisher;
 * a slow link: 200 ms +- 50 ms delay and 2% loss on one subscriber's outgoing packets
@@ -20,18 +23,30 @@ all three stores equal the model of the log and their Delta logs import each off
 from __future__ import annotations
 
 import secrets
+import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 
 from subscriber.store.delta import DeltaStore
 from tests.containers import checks
-from tests.containers.compose import KAFKA, PUBLISHER, SUBSCRIBERS, ComposeCluster
+from tests.containers.compose import (
+    DEFAULT_NETWORK,
+    KAFKA,
+    KAFKA_PORT,
+    PUBLISHER,
+    PUBLISHER_API_PORT,
+    PUBLISHERS,
+    SUBSCRIBERS,
+    ComposeCluster,
+)
 from tests.containers.conftest import Report
 from tests.containers.driving import (
+    RETRIED,
     RUN_KEY,
     Distributor,
     HealthWatch,
@@ -47,6 +62,12 @@ pytestmark = [pytest.mark.containers, pytest.mark.slow]
 
 HANG_S = 40.0
 PARTITION_S = 60.0
+# Past the leader election's session timeout (6 s) and a forwarded request's wait for a leader
+# (17 s): the other replica leads, the cut-off one finds no leader to forward to.
+PUBLISHER_PARTITION_S = 30.0
+AGENT = "publish"
+# A request that took longer than this through the balancer counts as delayed.
+DELAYED_S = 2.0
 SLOW_LINK_S = 45.0
 # The slow link: 200 ms +- 50 ms on every packet the subscriber sends, 2% of them lost.
 SLOW_DELAY_MS, SLOW_JITTER_MS, SLOW_LOSS = 200, 50, 0.02
@@ -137,7 +158,7 @@ def verify(run: FaultRun) -> dict[str, Any]:
 
 
 def starts(compose: ComposeCluster) -> dict[str, str]:
-    return {s: compose.container(s).started_at for s in (KAFKA, PUBLISHER, *SUBSCRIBERS)}
+    return {s: compose.container(s).started_at for s in (KAFKA, *PUBLISHERS, *SUBSCRIBERS)}
 
 
 def check_no_restart(compose: ComposeCluster, before: dict[str, str], *, killed: str = "") -> None:
@@ -234,6 +255,158 @@ def test_partition_of_a_subscriber(run: FaultRun, capsys: pytest.CaptureFixture[
     check_health(watch, start, end)
     check_no_restart(compose, before)
     say(run, capsys, "partition", {"subscriber": victim, **result})
+
+
+def _leaders(compose: ComposeCluster) -> list[str]:
+    """The replicas whose /agent says they lead (those that answer)."""
+    ep, found = compose.endpoints(), []
+    for service in PUBLISHERS:
+        try:
+            agent = httpx.get(f"{ep.url_of(service)}/agent", timeout=5.0).json()
+        except httpx.HTTPError:
+            continue
+        if agent["leader"]:
+            found.append(service)
+    return found
+
+
+def _one_leader(compose: ComposeCluster) -> str | None:
+    found = _leaders(compose)
+    return found[0] if len(found) == 1 else None
+
+
+def _ready(compose: ComposeCluster, service: str) -> bool:
+    try:
+        answer = httpx.get(f"{compose.endpoints().url_of(service)}/ready", timeout=5.0)
+    except httpx.HTTPError:
+        return False
+    return answer.status_code == 200
+
+
+def _refusals(balanced: Distributor, start: float, victim_url: str) -> dict[str, Any]:
+    """From the partition's start: the tries refused (503) or unanswered, on which replica,
+    and how long requests through the balancer took."""
+    deliveries = [d for d in balanced.deliveries if d.started >= start]
+    failed = [(url, o) for d in deliveries for url, o in d.tries if o.status in RETRIED]
+    seconds = [d.seconds for d in deliveries]
+    acknowledged = sorted(
+        o.started + o.seconds for d in deliveries for _, o in d.tries if o.status == 200
+    )
+    gaps = [b - a for a, b in zip([start, *acknowledged], acknowledged, strict=False)]
+    return {
+        "requests": len(deliveries),
+        "acknowledged": sum(d.acknowledged for d in deliveries),
+        "refused_by_every_replica": sum(not d.acknowledged for d in deliveries),
+        "tries_failed": {
+            "partitioned": status_counts([o for url, o in failed if url == victim_url]),
+            "other": status_counts([o for url, o in failed if url != victim_url]),
+        },
+        "refused_from_s": round(min(o.started for _, o in failed) - start, 1) if failed else None,
+        "refused_until_s": (
+            round(max(o.started + o.seconds for _, o in failed) - start, 1) if failed else None
+        ),
+        "delayed_over_2s": sum(s > DELAYED_S for s in seconds),
+        "request_p50_s": round(statistics.median(seconds), 2) if seconds else None,
+        "request_max_s": round(max(seconds), 1) if seconds else None,
+        "longest_without_an_acknowledgement_s": round(max(gaps), 1) if gaps else None,
+    }
+
+
+@pytest.mark.timeout(TEST_TIMEOUT_S)
+def test_partition_of_the_leading_publisher_from_kafka(
+    run: FaultRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The leading replica loses Kafka (off the default network) for 30 s, still reachable on
+    the publishers' own network, while clients send round-robin to both replicas and send a
+    request refused or unanswered by one again to the other. Every acknowledged package is on
+    the log once, no package id twice, the agent's numbers one by one in log order (every
+    subscriber admits every record); the other replica takes the lead; once reconnected the
+    cut-off replica serves again and every subscriber imports a package distributed after."""
+    compose, ep = run.compose, run.compose.endpoints()
+    before = starts(compose)
+    victim: str = wait_for(
+        lambda: _one_leader(compose), ACCEPT_TIMEOUT_S, "one leading publisher replica"
+    )
+    other = next(s for s in PUBLISHERS if s != victim)
+    balanced = run.distributor.balanced(*ep.publisher_urls)
+    direct = run.distributor.balanced(ep.url_of(victim))
+    since = checks.latest_offset(ep.kafka_bootstrap)
+    seen: dict[str, float] = {}
+    try:
+        with HealthWatch(compose) as watch, Load(balanced, threads=3, rate=3.0):
+            time.sleep(3.0)
+            networks = compose.disconnect(victim, DEFAULT_NETWORK)
+            start = time.monotonic()
+            try:
+                assert compose.container(victim).address is not None, "off every network"
+                assert not compose.connects(victim, KAFKA, KAFKA_PORT), f"{victim} reaches Kafka"
+                assert compose.connects(other, victim, PUBLISHER_API_PORT), (
+                    f"{other} cannot reach {victim}"
+                )
+                # The partition's length; meanwhile, when the other leads and the cut-off one
+                # stops saying it does.
+                while time.monotonic() < start + PUBLISHER_PARTITION_S:
+                    leading = _leaders(compose)
+                    if other in leading:
+                        seen.setdefault("other_leads_s", time.monotonic() - start)
+                    if victim not in leading:
+                        seen.setdefault("partitioned_stopped_leading_s", time.monotonic() - start)
+                    time.sleep(0.5)
+                assert compose.connects(other, victim, PUBLISHER_API_PORT), "front was cut"
+            finally:
+                compose.reconnect(victim, networks)
+            end = time.monotonic()
+            # Through the partitioned replica alone: it serves again (forwarding to the leader).
+            marker = direct.until_accepted(ACCEPT_TIMEOUT_S)
+            assert marker.offset is not None
+            imported = wait_imported(compose, marker.offset, end, RECOVERY_TIMEOUT_S)
+            wait_for(lambda: _ready(compose, victim), ACCEPT_TIMEOUT_S, f"{victim} ready again")
+            ready_s = time.monotonic() - end
+    finally:
+        direct.close()
+        balanced.close()
+    assert "other_leads_s" in seen, f"{other} did not take the lead within the partition"
+    result = {
+        "accepted_after_s": round(marker.started + marker.seconds - end, 1),
+        "imported_after_s": imported,
+        "ready_again_s": round(ready_s, 1),
+        **{k: round(v, 1) for k, v in seen.items()},
+    }
+    result |= check_answers(run.distributor.outcomes, start, end)
+    check_health(watch, start, end)
+    check_no_restart(compose, before)
+
+    packages = [
+        p for p in checks.read_packages(ep.kafka_bootstrap, since=since) if p.agent == AGENT
+    ]
+    ids = [p.pkg_id for p in packages]
+    assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} package ids twice on the log"
+    on_log = {
+        int(p.metadata[SEQ_KEY]): p.offset
+        for p in packages
+        if p.metadata.get(RUN_KEY) == run.distributor.run_id and SEQ_KEY in p.metadata
+    }
+    acknowledged = [o for d in balanced.deliveries for _, o in d.tries if o.status == 200]
+    acknowledged.append(marker)
+    missing = [o for o in acknowledged if on_log.get(o.seq) != o.offset]
+    assert not missing, f"{len(missing)} acknowledged packages not on the log: {missing[:3]}"
+    numbers = [p.sequence for p in packages]
+    assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), (
+        f"the agent's numbers are not one by one in log order: {numbers}"
+    )
+    say(
+        run,
+        capsys,
+        "publisher partition",
+        {
+            "partitioned": victim,
+            "partition_s": round(end - start, 1),
+            "logged": len(packages),
+            "acknowledged": len(acknowledged),
+            "through_the_balancer": _refusals(balanced, start, ep.url_of(victim)),
+        }
+        | result,
+    )
 
 
 @pytest.mark.timeout(TEST_TIMEOUT_S)
