@@ -1,6 +1,7 @@
 """scd's typed values <-> FileVault's docview properties.
 
-String, Long, Double, Boolean and Date map exactly, single or multi-valued. Name, Path,
+String, Long, Double, Boolean and Date map exactly, single or multi-valued (a date's text in
+JCR's calendar, Julian before 1582-10-15, as the JVM's reads it). Name, Path,
 Reference, WeakReference, URI and Decimal have no scd type: they are read as strings (a Decimal
 keeps every digit) and reported as narrowed. Binaries are the codec's (files or references).
 """
@@ -23,6 +24,11 @@ _DATE = re.compile(
     r"(?:\.([0-9]{1,9}))?(Z|[+-][0-9]{2}:[0-9]{2})"
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_JDN = 2_440_588  # Julian day number of 1970-01-01
+# JCR reads and writes dates with java.util.GregorianCalendar: Julian before this day.
+_CUTOVER_DATE = (1582, 10, 15)
+_CUTOVER_MS = -12_219_292_800_000
+_MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _SCALAR_TYPES = {
     "string_value": None,
     "long_value": "Long",
@@ -32,10 +38,33 @@ _SCALAR_TYPES = {
 }
 
 
+def _julian_date(days: int) -> tuple[int, int, int]:
+    """The Julian calendar's (year, month, day) of a day counted from 1970-01-01."""
+    c = days + _EPOCH_JDN + 32_082
+    d = (4 * c + 3) // 1461
+    e = c - 1461 * d // 4
+    m = (5 * e + 2) // 153
+    return d - 4800 + m // 10, m + 3 - 12 * (m // 10), e - (153 * m + 2) // 5 + 1
+
+
+def _julian_days(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 to a Julian calendar date; raises DecodeError for none."""
+    leap = year % 4 == 0
+    if not 1 <= month <= 12 or not 1 <= day <= _MONTH_DAYS[month - 1] + (month == 2 and leap):
+        raise DecodeError(f"{year:04d}-{month:02d}-{day:02d} is not a Julian calendar date")
+    a = (14 - month) // 12
+    y, m = year + 4800 - a, month + 12 * a - 3
+    return day + (153 * m + 2) // 5 + 365 * y + y // 4 - 32_083 - _EPOCH_JDN
+
+
 def format_date(ms: int) -> str:
-    """A date as FileVault writes it (ISO 8601, milliseconds, UTC as ``Z``)."""
+    """A date as FileVault writes it (ISO 8601, milliseconds, UTC as ``Z``), in JCR's calendar:
+    java.util.GregorianCalendar's, Julian before the Gregorian cutover of 1582-10-15."""
     moment = _EPOCH + timedelta(milliseconds=ms)
-    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
+    if ms >= _CUTOVER_MS:
+        return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
+    year, month, day = _julian_date(ms // 86_400_000)
+    return f"{year:04d}-{month:02d}-{day:02d}T{moment:%H:%M:%S}.{ms % 1000:03d}Z"
 
 
 def parse_date(text: str) -> int:
@@ -45,15 +74,21 @@ def parse_date(text: str) -> int:
     if match is None:
         raise DecodeError(f"{text[:80]!r} is not an ISO 8601 date")
     year, month, day, hour, minute, second, fraction, zone = match.groups()
+    date = (int(year), int(month), int(day))
     try:
-        moment = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second))
+        clock = datetime(2000, 1, 1, int(hour), int(minute), int(second))
+        days = (
+            (datetime(*date) - datetime(1970, 1, 1)).days
+            if date >= _CUTOVER_DATE
+            else _julian_days(*date)
+        )
     except ValueError as exc:
         raise DecodeError(f"{text[:80]!r} is not a valid date: {exc}") from None
     offset = (
         0 if zone == "Z" else (int(zone[1:3]) * 60 + int(zone[4:6])) * (1 if zone[0] == "+" else -1)
     )
-    delta = moment.replace(tzinfo=UTC) - _EPOCH
-    ms = (delta.days * 86_400 + delta.seconds) * 1000 + int((fraction or "0")[:3].ljust(3, "0"))
+    seconds = days * 86_400 + clock.hour * 3600 + clock.minute * 60 + clock.second
+    ms = seconds * 1000 + int((fraction or "0")[:3].ljust(3, "0"))
     return ms - offset * 60_000
 
 

@@ -158,7 +158,11 @@ class _Writer:
         return out
 
     def docview(self, path: str) -> bytes:
+        # FileVault resolves the node's own name (its file name) with the document's namespace
+        # declarations: a prefix used only there is declared too.
         used = {"jcr"}
+        if path != "/":
+            _xml_name(name_of(path), used)
         root = self.attributes(path, self.nodes[path], used)
         nested = ""
         content = join(path, CONTENT)
