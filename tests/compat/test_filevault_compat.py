@@ -338,8 +338,8 @@ def test_what_scd_does_not_model_is_reported(classpath: str, tmp_path: Path) -> 
         ],
         "children": [policy],
     }
-    spec = {
-        "namespaces": {p: NAMESPACES[p] for p in ("jcr", "nt", "mix", "rep")},
+    spec: _Json = {
+        "namespaces": {p: NAMESPACES[p] for p in ("jcr", "nt", "mix", "rep", "sling")},
         "filter": [{"root": "/content/site", "mode": "replace", "rules": []}],
         "properties": {"name": "fv", "group": "g", "version": "2"},
         "docviews": [
@@ -354,7 +354,6 @@ def test_what_scd_does_not_model_is_reported(classpath: str, tmp_path: Path) -> 
         ],
         "files": [],
     }
-    spec["namespaces"]["sling"] = NAMESPACES["sling"]
     run_filevault(classpath, "write", tmp_path / "fv.zip", spec)
     decoded = decode_filevault(
         (tmp_path / "fv.zip").read_bytes(), package_id="", req_type=ReqType.ADD
