@@ -52,6 +52,9 @@ BULK_FILE_BYTES = 12 * 1024
 # How long the queues may take to drain (Spark starts in ~10-20 s on a small machine).
 DRAIN_TIMEOUT_S = 600.0
 QUEUE_POLL_S = 1.0
+# Files the demo reads back over each subscriber's read API: a page, and the binary stored by
+# reference in the blob store.
+SERVED_FILES = ("index.html", "images/hero.bin")
 # Sidecar files the export writes for properties a plain file cannot carry.
 SIDECAR_SUFFIX = ".props.json"
 
@@ -135,6 +138,9 @@ def _run(workdir: Path, options: DemoOptions, story: Story, stack: ExitStack) ->
     from publisher.settings import PublisherSettings
     from subscriber.agent import SubscriberAgent
     from subscriber.export import export_tree
+    from subscriber.fleet.view import AgentsView
+    from subscriber.http import HealthServer
+    from subscriber.reads.api import ReadApi
     from subscriber.settings import SubscriberSettings
     from subscriber.spark import spark_session
     from subscriber.store.delta import DeltaStore
@@ -185,6 +191,14 @@ def _run(workdir: Path, options: DemoOptions, story: Story, stack: ExitStack) ->
         stack.callback(agent.stop)
         agents.append(agent)
     story.line(f"  ready in {time.monotonic() - started:.1f} s")
+    # The subscribers' read API, as a daemon of these agents serves it (subscriber/daemon.py).
+    view = AgentsView(agents)
+    reads = ReadApi(view, blobs, None)
+    stack.callback(reads.close)
+    endpoint = HealthServer(view.health, view.ready, view.metrics, reads=reads)
+    endpoint.start()
+    stack.callback(endpoint.stop)
+    story.line(f"  read API        {endpoint.url}/agents/<subscriber>/content/<path>")
 
     story.line("distributing the sample site through the REST API:")
     client = stack.enter_context(
@@ -210,17 +224,42 @@ def _run(workdir: Path, options: DemoOptions, story: Story, stack: ExitStack) ->
         problems = compare_trees(site, target)
         story.verified(agent.name, report.files, report.file_bytes, problems)
         failures += bool(problems)
+    story.line(
+        "reads over HTTP: each subscriber serves a page and a binary, checked with the source"
+    )
+    for agent in agents:
+        problems = served_differences(endpoint.url, agent.name, site)
+        story.served(agent.name, SERVED_FILES, problems)
+        failures += bool(problems)
     if failures:
         story.line(f"result: FAILED, {failures} of {len(agents)} subscribers differ from the site")
     else:
         story.line(
-            f"result: OK, every subscriber ({len(agents)} of {len(agents)}) holds the "
-            "distributed site byte for byte"
+            f"result: OK, every subscriber ({len(agents)} of {len(agents)}) holds and serves "
+            "the distributed site byte for byte"
         )
     if options.keep_running:
         story.line(f"still running: the console is at {api.url}/console; Ctrl-C stops the demo")
         _wait_for_interrupt()
     return 1 if failures else 0
+
+
+def served_differences(url: str, agent: str, site: Path) -> list[str]:
+    """What ``agent``'s read API serves of SERVED_FILES that differs from the source: each
+    file's node (GET /content) and its bytes (GET /binaries, checked there by size and
+    sha256, and here against the file)."""
+    problems = []
+    with httpx.Client(base_url=f"{url}/agents/{agent}", timeout=30) as http:
+        for name in SERVED_FILES:
+            node = http.get(f"/content/{name}")
+            if node.status_code != 200:
+                problems.append(f"/content/{name}: {node.status_code} {node.text[:200]}")
+                continue
+            data = http.get(f"/binaries/{name}")
+            expected = (site / name).read_bytes()
+            if data.status_code != 200 or data.content != expected:
+                problems.append(f"/binaries/{name}: {data.status_code}, {len(data.content)} B")
+    return problems
 
 
 def _drain(client: httpx.Client, agents: list[Any], offsets: list[int], table: QueueTable) -> bool:

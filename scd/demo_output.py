@@ -81,6 +81,12 @@ class Story:
             f"{size_text(answer['size']):>9}  {how}"
         )
 
+    def served(self, name: str, files: Sequence[str], problems: Sequence[str]) -> None:
+        verdict = "as the source" if not problems else f"{len(problems)} differences"
+        self.line(f"  {name:<14} {', '.join(files)}: {verdict}")
+        for problem in problems[:5]:
+            self.line(f"    {problem}")
+
     def verified(self, name: str, files: int, size: int, problems: Sequence[str]) -> None:
         verdict = "equals the source" if not problems else f"{len(problems)} differences"
         self.line(f"  {name:<14} {files} files, {size_text(size)}: {verdict}")

@@ -28,6 +28,9 @@ def test_demo_distributes_the_site_and_every_export_equals_it(tmp_path: Path) ->
     assert "spilled to the blob store" in out
     assert "1 binary by reference" in out
     assert out.count("equals the source") == 2
+    # Each subscriber serves a page and the binary stored by reference over its read API.
+    assert out.count("index.html, images/hero.bin: as the source") == 2
+    assert re.search(r"read API +http://127\.0\.0\.1:\d+/agents/", out)
     assert out.count("IDLE") == 2
     assert out.count("6/6 packages") == 2
     assert "result: OK" in out
