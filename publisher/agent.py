@@ -108,6 +108,7 @@ class PublisherAgent:
             source,
             binary_threshold_bytes=settings.binary_threshold_bytes,
             max_package_bytes=settings.max_package_bytes,
+            filevault=settings.package_type == "filevault",
         )
         self.spill = PackageSpill(
             self.request_blobs,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import socket
 from pathlib import Path
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
@@ -164,6 +164,11 @@ class PublisherSettings(ScdSettings):
     )
     max_package_bytes: int = Field(default=DEFAULT_MAX_PACKAGE_BYTES, ge=1)
     max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, ge=1024)
+    package_type: Literal["scd", "filevault"] = Field(
+        default="scd",
+        description="Format of the packages built: scd's own, or a binary-less FileVault "
+        "package (pkgType journal_filevault) that Sling subscribers import.",
+    )
     package_key_prefix: str = Field(default="packages", pattern=r"^[a-z0-9][a-z0-9_.-]*$")
 
     discovery_ttl_s: float = Field(default=DEFAULT_DISCOVERY_TTL_S, gt=0)

@@ -8,7 +8,7 @@ server scraping many subscribers can tell them apart and aggregate them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -186,6 +186,13 @@ class SubscriberMetrics:
             ["agent", "reason"],
             registry=r,
         )
+        self._unmodelled_content = Counter(
+            "scd_unmodelled_content",
+            "Items of imported FileVault packages that scd does not model (access control, "
+            "node type definitions, sub-packages, ...), left out and reported, by kind",
+            ["agent", "kind"],
+            registry=r,
+        )
         self._package_status_count = Counter(
             "scd_package_status_count",
             "Package statuses sent, by status",
@@ -303,6 +310,10 @@ class SubscriberMetrics:
 
     def canary_status_ignored(self, reason: str) -> None:
         self._canary_statuses_ignored.labels(self.agent, reason).inc()
+
+    def unmodelled(self, counts: Mapping[str, int]) -> None:
+        for kind, count in counts.items():
+            self._unmodelled_content.labels(self.agent, kind).inc(count)
 
     def status_sent(self, status: str) -> None:
         self._package_status_count.labels(self.agent, status).inc()

@@ -53,6 +53,10 @@ __all__ = [
 
 # PackageMessage.pkg_type of every scd package: names this content package format.
 PACKAGE_TYPE = "scd-content"
+# PackageMessage.pkg_type of a FileVault package (journal/content/filevault): Sling's
+# subscribers read a package whose type is their package builder's name, journal_filevault in
+# Sling's examples. Defined here, beside scd's own, for the message rules to accept both.
+FILEVAULT_PACKAGE_TYPE = "journal_filevault"
 MAGIC = b"SCDP"
 FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({FORMAT_VERSION})

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from journal.content.package import (
+    FILEVAULT_PACKAGE_TYPE,
     MAX_DECODED_BYTES,
     PACKAGE_TYPE,
     Binary,
@@ -381,10 +382,11 @@ def check_package_message(
     """The fields of a PackageMessage a subscriber relies on before reading its package."""
     if message.req_type not in _KNOWN_REQ_TYPES:
         raise ContentRuleError(MESSAGE_FIELDS, f"unknown request type {message.req_type}")
-    if message.pkg_type != PACKAGE_TYPE:
+    if message.pkg_type not in (PACKAGE_TYPE, FILEVAULT_PACKAGE_TYPE):
         raise ContentRuleError(
             MESSAGE_FIELDS,
-            f"package type {_shown(message.pkg_type)} is not {PACKAGE_TYPE!r}",
+            f"package type {_shown(message.pkg_type)} is neither {PACKAGE_TYPE!r} nor "
+            f"{FILEVAULT_PACKAGE_TYPE!r}",
         )
     if message.pkg_length < 0 or message.pkg_length > limits.max_package_bytes:
         raise ContentRuleError(

@@ -21,7 +21,10 @@ from typing import BinaryIO
 
 from blobstore import BlobStore
 from journal.content import rules
+from journal.content.filevault import encode_filevault
 from journal.content.package import (
+    FILEVAULT_PACKAGE_TYPE,
+    PACKAGE_TYPE,
     Binary,
     BlobRef,
     ContentPackage,
@@ -61,6 +64,7 @@ class BuiltPackage:
     user_id: str | None
     node_count: int = 0
     blob_refs: list[BlobRef] = field(default_factory=list)
+    pkg_type: str = PACKAGE_TYPE
 
 
 class _Sink:
@@ -113,12 +117,16 @@ class PackageBuilder:
         binary_threshold_bytes: int,
         max_package_bytes: int,
         clock_ms: Callable[[], int] | None = None,
+        filevault: bool = False,
     ) -> None:
         self.blobs = blobs
         self.content_source = content_source
         self.binary_threshold_bytes = binary_threshold_bytes
         self.max_package_bytes = max_package_bytes
         self.clock_ms = clock_ms or now_ms
+        # FileVault packages (SCD_PUBLISHER_PACKAGE_TYPE=filevault) for Sling subscribers.
+        self.pkg_type = FILEVAULT_PACKAGE_TYPE if filevault else PACKAGE_TYPE
+        self.encode = encode_filevault if filevault else encode_package
 
     def build(
         self, request: DistributeRequest, parts: Mapping[str, UploadedPart] | None = None
@@ -149,7 +157,7 @@ class PackageBuilder:
         # Decoded size first: what a subscriber inflates the package to must fit its limit.
         if package.ByteSize() > self.max_package_bytes:
             raise PackageTooLarge(package.ByteSize(), self.max_package_bytes)
-        data = encode_package(package)
+        data = self.encode(package)
         if len(data) > self.max_package_bytes:
             raise PackageTooLarge(len(data), self.max_package_bytes)
         return BuiltPackage(
@@ -164,6 +172,7 @@ class PackageBuilder:
             user_id=request.user_id,
             node_count=len(package.nodes),
             blob_refs=sink.refs,
+            pkg_type=self.pkg_type,
         )
 
     @staticmethod

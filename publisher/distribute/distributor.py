@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from journal.api import Journal
-from journal.content.package import PACKAGE_TYPE
 from journal.sequence import Sequencer
 from journal.wire.messages import PackageMessage, encode
 from journal.wire.signing import RecordSigner
@@ -157,7 +156,7 @@ class Distributor:
             pkg_id=built.package_id,
             req_type=built.action.req_type,  # type: ignore[arg-type]
             pkg_length=len(built.data),
-            pkg_type=PACKAGE_TYPE,
+            pkg_type=built.pkg_type,
             user_id=built.user_id or "",
             created_ms=built.created_ms,
             checksum=built.checksum,

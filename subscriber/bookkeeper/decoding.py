@@ -21,6 +21,7 @@ from google.protobuf.message import Message
 from blobstore.api import BlobStore
 from journal.api import Record
 from journal.content import rules
+from journal.content.filevault import Unmodelled
 from journal.content.package import ContentPackage
 from journal.errors import UnknownMessageType
 from journal.wire import messages as m
@@ -37,6 +38,7 @@ class Decoded:
     package: ContentPackage | None = None
     error: Exception | None = None
     size: int = 0  # bytes held in memory for it (decoded package, or the record)
+    unmodelled: Unmodelled | None = None  # what the package holds that scd does not import
 
     @property
     def unknown(self) -> bool:
@@ -81,8 +83,9 @@ class RecordDecoder:
             if self.verifier is not None:
                 self.verifier.verify(self.topic, record.headers, record.value)
             rules.check_package_message(message, self.limits)
-            package = read_package(message, self.blobs, self.limits.max_package_bytes)
+            package, unmodelled = read_package(message, self.blobs, self.limits)
             rules.check_package(package, message.req_type, self.limits)
         except Exception as exc:  # classified by the import: permanent or transient
             return Decoded(message, error=exc, size=len(record.value))
-        return Decoded(message, package, size=max(package.ByteSize(), len(record.value)))
+        size = max(package.ByteSize(), len(record.value))
+        return Decoded(message, package, size=size, unmodelled=unmodelled)

@@ -1,4 +1,5 @@
-"""Telling the publisher, and the log, that a package failed.
+"""Telling the publisher, and the log, that a package failed, or that it was imported without
+content scd does not model (a FileVault package's access control, node types, ...).
 
 Every failure is a log line and a LogMessage on the status topic under the publisher agent of
 the failing package, which the publisher shows in that subscriber's error queue. A permanent
@@ -15,6 +16,7 @@ from collections.abc import Callable
 
 from journal import failure_events
 from journal.api import Journal
+from journal.content.filevault import Unmodelled
 from journal.errors import JournalError
 from journal.messaging import MessageSender
 from journal.wire import messages as m
@@ -97,6 +99,25 @@ class FailureReporter:
             log.warning("%s: could not send LogMessage: %s", self.name, exc)
         self._send_event(offset, pub_agent, pkg_id, cause, attempt, committed)
         self.on_report()
+
+    def unmodelled(self, offset: int, pub_agent: str, pkg_id: str, report: Unmodelled) -> None:
+        """A package imported without what scd does not model: a log line and a LogMessage,
+        as a failure is told, but no failure event (the import did not fail)."""
+        text = f"imported without content scd does not model: {report.summary()}"
+        log.warning("%s: offset %d (%s, %s) %s", self.name, offset, pub_agent, pkg_id, text)
+        try:
+            self.status.send(
+                m.LogMessage(
+                    pub_agent_name=pub_agent,
+                    sub_sling_id=self.instance_id(),
+                    sub_agent_name=self.name,
+                    message=text[:MAX_MESSAGE_CHARS],
+                    offset=offset,
+                    pkg_id=pkg_id,
+                )
+            )
+        except JournalError as exc:
+            log.warning("%s: could not send LogMessage: %s", self.name, exc)
 
     def _send_event(
         self,

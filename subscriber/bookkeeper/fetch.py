@@ -1,5 +1,7 @@
 """Turn a package record into the content package to import: inline bytes or a blob-store
-reference, length and checksum verified, format version checked, decoded within a size limit.
+reference, length and checksum verified, format version checked, decoded within a size limit,
+as the package type the message names (scd's own or a FileVault package, whose content scd does
+not model is returned as an Unmodelled report).
 
 Memory is bounded by what the record declares: a blob is read up to its declared length (one
 byte more tells a longer blob), and a package inflates only up to the decoded-size limit.
@@ -9,6 +11,8 @@ from __future__ import annotations
 
 from blobstore.api import BlobStore
 from blobstore.errors import BlobNotFound, BlobStoreError, InvalidBlobKey
+from journal.content import rules
+from journal.content.filevault import FILEVAULT_PACKAGE_TYPE, Unmodelled, decode_filevault
 from journal.content.package import ContentPackage, checksum, decode_package
 from journal.wire.messages import PackageMessage
 from runtime.errors import DecodeError, PermanentError, ScdError
@@ -59,12 +63,19 @@ def package_bytes(message: PackageMessage, blobs: BlobStore | None) -> bytes:
 
 
 def read_package(
-    message: PackageMessage, blobs: BlobStore | None, max_decoded_bytes: int
-) -> ContentPackage:
+    message: PackageMessage, blobs: BlobStore | None, limits: rules.ContentLimits
+) -> tuple[ContentPackage, Unmodelled]:
+    """The content package and what it holds that scd does not model (nothing, for scd's own
+    package type)."""
     data = package_bytes(message, blobs)
     if not data:
-        return ContentPackage(package_id=message.pkg_id, req_type=message.req_type)
+        return ContentPackage(package_id=message.pkg_id, req_type=message.req_type), Unmodelled()
     try:
-        return decode_package(data, max_decoded_bytes=max_decoded_bytes)
+        if message.pkg_type == FILEVAULT_PACKAGE_TYPE:
+            read = decode_filevault(
+                data, package_id=message.pkg_id, req_type=message.req_type, limits=limits
+            )
+            return read.package, read.unmodelled
+        return decode_package(data, max_decoded_bytes=limits.max_package_bytes), Unmodelled()
     except DecodeError as exc:
         raise CorruptPackage(f"package {message.pkg_id}: {exc}") from exc

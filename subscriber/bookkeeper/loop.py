@@ -453,6 +453,9 @@ class ImportLoop:
             if unit.package is not None:
                 self.metrics.package_imported(unit.package.ByteSize(), unit.created_ms, now)
                 self.readiness.on_imported(unit.created_ms)
+            if unit.unmodelled is not None and unit.unmodelled.counts:
+                self.metrics.unmodelled(unit.unmodelled.counts)
+                self.reporter.unmodelled(unit.offset, unit.pub_agent, unit.pkg_id, unit.unmodelled)
         self.metrics.batch_imported(len(changes.units), elapsed)
         if self.store.state is not None:
             self.metrics.store_scopes.set(self.store.state.scopes)

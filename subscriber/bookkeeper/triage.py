@@ -106,6 +106,7 @@ class Triage:
             status,
             created,
             number,
+            decoded.unmodelled,
         )
 
     def _failed_permanently(

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from journal.content.filevault import Unmodelled
 from journal.content.package import ContentPackage, Node
 from journal.content.rules import is_within
 from journal.wire.messages import ReqType, Status
@@ -35,6 +36,7 @@ class Unit:
     status: int | None = None  # Status to report for this offset, if any
     created_ms: int = 0
     sequence: int = 0  # the record's sequence number, applied with it (0: not numbered)
+    unmodelled: Unmodelled | None = None  # what the package holds that scd does not import
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,7 @@ does not model (:class:`Unmodelled`), the package type Sling's publishers name t
 
 from journal.content.filevault.reading import FileVaultPackage, Unmodelled, decode_filevault
 from journal.content.filevault.writing import encode_filevault
-
-# PackageMessage.pkg_type scd writes for a FileVault package: Sling's subscribers read a
-# package whose type is their package builder's name, journal_filevault in Sling's examples.
-FILEVAULT_PACKAGE_TYPE = "journal_filevault"
+from journal.content.package import FILEVAULT_PACKAGE_TYPE
 
 __all__ = [
     "FILEVAULT_PACKAGE_TYPE",
