@@ -17,8 +17,9 @@ import pytest
 
 from journal.content.filevault import decode_filevault, encode_filevault
 from journal.content.filevault.layout import NAMESPACES, URN_PREFIX
-from journal.content.filevault.reading import ACCESS_CONTROL, NARROWED_TYPE
+from journal.content.filevault.reading import ACCESS_CONTROL, IMPORT_MODE, NARROWED_TYPE
 from journal.content.filevault.values import format_date
+from journal.content.filevault.workspace_filter import FilterSet, Rule
 from journal.content.package import ContentPackage, Value
 from journal.wire.journal_pb2 import ReqType
 
@@ -311,7 +312,7 @@ def _prop(name: str, ptype: str, *values: str, multi: bool = False) -> _Json:
 
 def test_what_scd_does_not_model_is_reported(classpath: str, tmp_path: Path) -> None:
     """A FileVault-written tree in one docview: JCR types scd narrows to strings, mixins, an
-    access control list; the content is read, the rest reported."""
+    access control list, a merge filter with rules; the content is read, the rest reported."""
     policy = {
         "name": "rep:policy",
         "properties": [_prop("jcr:primaryType", "Name", "rep:ACL")],
@@ -340,7 +341,17 @@ def test_what_scd_does_not_model_is_reported(classpath: str, tmp_path: Path) -> 
     }
     spec: _Json = {
         "namespaces": {p: NAMESPACES[p] for p in ("jcr", "nt", "mix", "rep", "sling")},
-        "filter": [{"root": "/content/site", "mode": "replace", "rules": []}],
+        "filter": [
+            {"root": "/content/site", "mode": "replace", "rules": []},
+            {
+                "root": "/etc/x",
+                "mode": "merge",
+                "rules": [
+                    {"include": True, "pattern": "/etc/x/a(/.*)?"},
+                    {"include": False, "pattern": "/etc/x/a/\\Qb\\E"},
+                ],
+            },
+        ],
         "properties": {"name": "fv", "group": "g", "version": "2"},
         "docviews": [
             {
@@ -373,4 +384,11 @@ def test_what_scd_does_not_model_is_reported(classpath: str, tmp_path: Path) -> 
     assert report.counts[ACCESS_CONTROL] == 1
     assert report.examples[ACCESS_CONTROL] == ["/content/site/page/rep:policy"]
     assert report.counts[NARROWED_TYPE] == 2
+    assert report.counts[IMPORT_MODE] == 1  # merge, imported as update
+    assert decoded.filter_sets == (
+        FilterSet("/content/site"),
+        FilterSet(
+            "/etc/x", "merge", (Rule(True, "/etc/x/a(/.*)?"), Rule(False, "/etc/x/a/\\Qb\\E"))
+        ),
+    )
     assert decoded.package.package_id == "fv"

@@ -145,32 +145,24 @@ public final class FileVaultCompat {
     }
 
     private static void docview(String root, byte[] body, ArrayNode nodes) throws Exception {
-        NamespaceMapping seen = new NamespaceMapping();
-        List<NameResolver> resolver = new ArrayList<>();
+        // The parser hands its handler the resolver of the document's namespace declarations.
+        NameResolver[] resolver = new NameResolver[1];
         new DocViewParser().parse(root, source(body), new DocViewParserHandler() {
             @Override
             public void setNameResolver(NameResolver r) {
-                resolver.add(r);
-            }
-
-            @Override
-            public void startPrefixMapping(String prefix, String uri) {
-                try {
-                    seen.setMapping(prefix, uri);
-                } catch (javax.jcr.NamespaceException e) {
-                    throw new IllegalStateException(e);
-                }
+                resolver[0] = r;
             }
 
             @Override
             public void startDocViewNode(String nodePath, DocViewNode2 node,
-                    Optional<DocViewNode2> parent, int line, int column) throws javax.jcr.RepositoryException {
+                    Optional<DocViewNode2> parent, int line, int column)
+                    throws javax.jcr.RepositoryException {
                 ObjectNode n = nodes.addObject();
                 n.put("path", nodePath);
                 n.put("document", root);
                 ObjectNode props = n.putObject("properties");
                 for (DocViewProperty2 prop : node.getProperties()) {
-                    ObjectNode p = props.putObject(jcrName(prop.getName(), resolver, seen));
+                    ObjectNode p = props.putObject(resolver[0].getJCRName(prop.getName()));
                     p.put("type", PropertyType.nameFromValue(prop.getType()));
                     p.put("multi", prop.isMultiValue());
                     ArrayNode values = p.putArray("values");
@@ -198,15 +190,6 @@ public final class FileVaultCompat {
             public void endDocViewNode(String nodePath, DocViewNode2 node,
                     Optional<DocViewNode2> parent, int line, int column) {}
         });
-    }
-
-    private static String jcrName(Name name, List<NameResolver> resolver, NamespaceMapping seen)
-            throws javax.jcr.NamespaceException {
-        if (!resolver.isEmpty()) {
-            return resolver.get(0).getJCRName(name);
-        }
-        String uri = name.getNamespaceURI();
-        return uri.isEmpty() ? name.getLocalName() : seen.getPrefix(uri) + ":" + name.getLocalName();
     }
 
     // ------------------------------------------------------------------------------ write
