@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from runtime.errors import ConfigError
 from subscriber.reads.delta_tree import TreeSnapshot
 from subscriber.reads.index import Reading, TreeIndex
 from subscriber.store.changes import ChangeSet
@@ -125,6 +126,11 @@ class ReadModel:
     def start(self) -> ReadModel:
         if self._workdir is None:
             self._workdir = self._own_workdir = Path(tempfile.mkdtemp(prefix="scd-reads-"))
+        else:
+            try:
+                self._workdir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"the read index directory {self._workdir}: {exc}") from exc
         self._thread = threading.Thread(
             target=self.run, name=f"{self.name}-read-model", daemon=True
         )

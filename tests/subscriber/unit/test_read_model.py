@@ -9,10 +9,12 @@ import contextlib
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal.wire import messages as m
+from runtime.errors import ConfigError
 from subscriber.reads.model import ReadModel, Unavailable
 from subscriber.reads.sources import read_model
 from subscriber.settings import SubscriberSettings
@@ -140,3 +142,23 @@ def test_a_read_never_goes_back_to_a_lower_offset(tmp_path: Path) -> None:
             raise AssertionError("the model never saw the table go back")
     finally:
         model.stop()
+
+
+def test_the_index_directory_is_made_when_missing(tmp_path: Path) -> None:
+    store = MemoryStore()
+    store.open()
+    model = model_of(store, tmp_path / "not" / "there")
+    try:
+        store.commit(new_change_set([add(0, "/a", node("/a", v="1"))]))
+        caught_up(model, store)
+    finally:
+        model.stop()
+    assert (tmp_path / "not" / "there").is_dir()
+
+
+def test_an_index_directory_that_cannot_be_made_stops_the_start(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    store = MemoryStore()
+    store.open()
+    with pytest.raises(ConfigError, match="read index directory"):
+        model_of(store, tmp_path / "file" / "below")
