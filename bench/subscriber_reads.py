@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import hashlib
 import json
 import multiprocessing
 import random
@@ -36,6 +37,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from blobstore.local import LocalBlobStore
+from journal.content.package import Binary, BlobRef, Node
 from subscriber.http import Health, HealthServer
 from subscriber.reads import documents
 from subscriber.reads.api import ReadApi
@@ -62,7 +65,9 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def memory_model(nodes: int, batch: int, workdir: Path) -> tuple[ReadModel, list[str]]:
+def memory_model(
+    nodes: int, batch: int, workdir: Path
+) -> tuple[ReadModel, list[str], MemoryStore | None]:
     store = MemoryStore()
     store.open()
     paths = [f"/site/s{i // 100}/p{i % 100}" for i in range(nodes)]
@@ -75,13 +80,13 @@ def memory_model(nodes: int, batch: int, workdir: Path) -> tuple[ReadModel, list
         )
     model = read_model(SubscriberSettings(agent_name="bench"), store, workdir, lambda: None)
     assert model is not None
-    return model, paths
+    return model, paths, store
 
 
-def delta_model(location: str, workdir: Path) -> tuple[ReadModel, list[str]]:
+def delta_model(location: str, workdir: Path) -> tuple[ReadModel, list[str], MemoryStore | None]:
     table = DeltaTree(location, storage_options(location, None))
     model = ReadModel("bench", table.read, table.latest, ObservedCommits(lambda: -1), workdir)
-    return model, []
+    return model, [], None
 
 
 def http_clients(url: str, paths: list[str], count: int, reads: int) -> list[float]:
@@ -162,6 +167,58 @@ def summary(latencies: list[float], count: int, elapsed: float) -> dict[str, Any
     }
 
 
+# Binaries read over HTTP: a small one (first byte) and a large one (throughput), stored by
+# reference in the local blob store, as the publisher stores binaries above 16 KiB.
+BINARY_SIZES = (32 * 1024, 16 * 1024 * 1024)
+BINARY_READS = 50
+
+
+def add_binaries(
+    model: ReadModel, store: MemoryStore, blobs: LocalBlobStore
+) -> list[tuple[str, int]]:
+    """Commit one node per BINARY_SIZES with its jcr:data by reference; their paths, sizes."""
+    made = []
+    for i, size in enumerate(BINARY_SIZES):
+        data = random.Random(i).randbytes(size)
+        digest = hashlib.sha256(data).hexdigest()
+        key = f"binaries/{digest}"
+        blobs.put_bytes(key, data)
+        path = f"/bin/b{i}"
+        n = Node(path=path)
+        n.properties["jcr:data"].binary_value.CopyFrom(
+            Binary(ref=BlobRef(key=key, size=size, sha256=digest))
+        )
+        offset = 10**6 + i
+        store.commit(new_change_set([add(offset, path, n, deep=False)]))
+        made.append((path, size))
+    assert model.wait_version(store.shared.version, 60), "the binaries were not indexed"
+    return made
+
+
+def binary_reads(url: str, path: str, size: int) -> dict[str, Any]:
+    """First byte (p50/p99 over BINARY_READS reads) and MB/s of whole reads of one binary."""
+    first: list[float] = []
+    whole: list[float] = []
+    with httpx.Client(base_url=url, timeout=60) as http:
+        for _ in range(BINARY_READS):
+            started = time.perf_counter()
+            with http.stream("GET", f"/binaries{path}") as answer:
+                assert answer.status_code == 200, answer.status_code
+                chunks = answer.iter_raw()
+                got = len(next(chunks))
+                first.append(time.perf_counter() - started)
+                got += sum(len(c) for c in chunks)
+            whole.append(time.perf_counter() - started)
+            assert got == size, (got, size)
+    cuts = statistics.quantiles(first, n=100)
+    return {
+        "bytes": size,
+        "first_byte_p50_ms": round(cuts[49] * 1000, 2),
+        "first_byte_p99_ms": round(cuts[98] * 1000, 2),
+        "mb_per_s": round(size / statistics.median(whole) / 1e6, 1),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=3000)
@@ -173,7 +230,7 @@ def main() -> int:
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     before = rss_mib()
-    model, paths = (
+    model, paths, store = (
         delta_model(args.store, workdir)
         if args.store
         else memory_model(args.nodes, args.batch, workdir)
@@ -191,13 +248,17 @@ def main() -> int:
         "max_rss_mib_after_build": round(rss_mib(), 1),
         "max_rss_mib_before_build": round(before, 1),
     }
-    api = ReadApi(One(model), None, None)
+    blobs = LocalBlobStore(workdir / "blobs")
+    binaries = add_binaries(model, store, blobs) if store is not None else []
+    api = ReadApi(One(model), blobs, None)
     health = Health(agent="bench", instance_id="i", processed_offset=0, state="IDLE")
     with HealthServer(lambda: health, lambda: (True, ""), lambda: b"", reads=api) as server:
         report["http"] = [
             over_http(server.url, paths, 1, args.reads),
             over_http(server.url, paths, 16, max(1, args.reads // 8)),
         ]
+        if binaries:
+            report["binaries"] = [binary_reads(server.url, path, size) for path, size in binaries]
     report["direct"] = [
         clients(direct(model), paths, 1, args.reads),
         clients(direct(model), paths, 16, max(1, args.reads // 8)),
