@@ -20,7 +20,7 @@ from tests.containers.conftest import Report
 from tests.containers.driving import wait_imported
 from tests.waiting import wait_for
 
-pytestmark = [pytest.mark.containers]
+pytestmark = [pytest.mark.containers, pytest.mark.slow]
 
 HTTP_TIMEOUT_S = 60.0
 # A subscriber announces its state every 10 s and a publisher rebuilds its view every 5 s; a
