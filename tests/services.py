@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from types_boto3_s3.client import S3Client
 
+    from journal.api import Journal
+
 
 @dataclass(kw_only=True)
 class Service:
@@ -693,3 +695,24 @@ def spark_jars(*, s3a: bool = False) -> list[str]:
     for list_file in out.splitlines():
         jars.extend(line for line in Path(list_file).read_text().splitlines() if line)
     return jars
+
+
+# Offsets read back from a topic's end to find its last record: a publisher's leader writes in
+# transactions, whose markers take offsets of their own (one per batch, at least one record).
+TAIL_OFFSETS = 64
+
+
+def last_record_offset(journal: Journal, topic: str, partition: int = 0) -> int:
+    """The offset of the last record of ``topic`` (-1: none); transaction markers after it are
+    not records. Reads the last TAIL_OFFSETS offsets, within 30 s."""
+    from journal.api import Position
+
+    end = journal.latest_offset(topic, partition)
+    last = -1
+    deadline = time.monotonic() + 30.0
+    with journal.consumer(topic, Position.latest(-TAIL_OFFSETS), [partition]) as consumer:
+        while consumer.positions().get(partition, end) < end and time.monotonic() < deadline:
+            for record in consumer.poll(0.5):
+                if record.offset < end:
+                    last = max(last, record.offset)
+    return last

@@ -121,7 +121,7 @@ def verify(run: FaultRun) -> dict[str, Any]:
     every offset once. Returns what it saw."""
     compose, ep = run.compose, run.compose.endpoints()
     started = time.monotonic()
-    last = checks.latest_offset(ep.kafka_bootstrap) - 1
+    last = checks.last_package_offset(ep.kafka_bootstrap)
     wait_imported(compose, last, started, RECOVERY_TIMEOUT_S)
     packages = [
         p

@@ -20,6 +20,7 @@ from journal.wire import messages as m
 from publisher.distributed_events import distributed_event
 from tests.cluster_script import ClusterScript, Process
 from tests.e2e.workload import SEQ_KEY
+from tests.services import last_record_offset
 
 TOKEN = "e2e-test-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -174,6 +175,10 @@ class Cluster:
     def latest_offset(self) -> int:
         """Offset the next package will get (every package is at a lower one)."""
         return self.journal.latest_offset(self.topics["package"])
+
+    def last_package_offset(self) -> int:
+        """Offset of the last package on the log (the leader's transaction markers follow it)."""
+        return last_record_offset(self.journal, self.topics["package"])
 
     def _read(self, topic: str) -> list[tuple[int, int, dict[str, str], bytes]]:
         ends = {

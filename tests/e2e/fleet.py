@@ -676,7 +676,7 @@ def run_scenario(fleet: Fleet, size: Size, spark: Any, converge_timeout_s: float
         stream,
     )
     refused = [o for o in stream.outcomes if o.status != 200]
-    last = cluster.latest_offset() - 1
+    last = cluster.last_package_offset()
     fleet.wait(
         lambda: all(o == last for o in fleet.offsets().values()),
         converge_timeout_s,

@@ -248,7 +248,7 @@ def test_a_failed_import_is_a_failure_event_of_each_subscriber(cluster: Cluster)
 def test_aggregated_queues_and_a_clear_of_every_editable_subscriber(
     cluster: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    start = cluster.latest_offset() - 1
+    start = cluster.last_package_offset()
     wait_for(lambda: drained(cluster, start), CONVERGE_TIMEOUT_S, "queues drained")
     editable = [cluster.subscribers[s.name] for s in (EDITABLE_1, EDITABLE_2)]
     suspended = []
@@ -360,7 +360,7 @@ def held_states(cluster: Cluster) -> set[str]:
 def test_a_paused_subscriber_imports_nothing_until_resumed(
     cluster: Cluster, recorder: HookRecorder, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    start = cluster.latest_offset() - 1
+    start = cluster.last_package_offset()
     wait_for(lambda: drained(cluster, start), CONVERGE_TIMEOUT_S, "queues drained")
     paused = cluster.subscribers[EDITABLE_2.name]
     others = [cluster.subscribers[s.name] for s in (EDITABLE_1, READ_ONLY)]
@@ -426,7 +426,7 @@ def test_a_paused_subscriber_imports_nothing_until_resumed(
 
 
 def test_the_staged_subscriber_imports_after_its_canary(cluster: Cluster) -> None:
-    start = cluster.latest_offset() - 1
+    start = cluster.last_package_offset()
     wait_for(lambda: drained(cluster, start), CONVERGE_TIMEOUT_S, "queues drained")
     canary, staged = cluster.subscribers[CANARY.name], cluster.subscribers[STAGED.name]
     other = cluster.subscribers[EDITABLE_2.name]
@@ -478,7 +478,7 @@ def hook_failures(subscriber: Subscriber) -> float:
 
 
 def test_a_package_that_failed_the_canary_is_held_until_resumed(cluster: Cluster) -> None:
-    start = cluster.latest_offset() - 1
+    start = cluster.last_package_offset()
     wait_for(lambda: drained(cluster, start), CONVERGE_TIMEOUT_S, "queues drained")
     canary, staged = cluster.subscribers[CANARY.name], cluster.subscribers[STAGED.name]
     other = cluster.subscribers[EDITABLE_2.name]
@@ -524,7 +524,7 @@ def hook_calls(subscriber: Subscriber) -> dict[tuple[str, str, str], float]:
 
 
 def test_import_hooks_run_around_the_delta_commit(cluster: Cluster, recorder: HookRecorder) -> None:
-    start = cluster.latest_offset() - 1
+    start = cluster.last_package_offset()
     wait_for(lambda: drained(cluster, start), CONVERGE_TIMEOUT_S, "queues drained")
     subscribers = list(cluster.subscribers.values())
     before = {s.spec.name: hook_calls(s) for s in subscribers}
