@@ -342,12 +342,18 @@ def state(subscriber: Subscriber) -> str | None:
 
 
 def package_ids(cluster: Cluster, offsets: list[int]) -> list[str]:
-    # Decoded one by one: the package topic holds the first test's undecodable record.
-    by_offset = {
-        offset: m.decode(headers, value)
-        for _, offset, headers, value in cluster._read(cluster.topics["package"])
-        if offset in offsets
-    }
+    # Decoded one by one: the package topic holds the first test's undecodable record. Read
+    # until all are there: a committed transaction's records reach committed-only readers once
+    # its marker is written, milliseconds after the commit answered.
+    def read() -> dict[int, Any] | None:
+        by_offset = {
+            offset: m.decode(headers, value)
+            for _, offset, headers, value in cluster._read(cluster.topics["package"])
+            if offset in offsets
+        }
+        return by_offset if set(by_offset) == set(offsets) else None
+
+    by_offset = wait_for(read, 30, f"packages at offsets {offsets} readable")
     found = [by_offset[o] for o in offsets]
     assert all(isinstance(p, m.PackageMessage) for p in found), found
     return [p.pkg_id for p in found if isinstance(p, m.PackageMessage)]
