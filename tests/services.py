@@ -716,3 +716,12 @@ def last_record_offset(journal: Journal, topic: str, partition: int = 0) -> int:
                 if record.offset < end:
                     last = max(last, record.offset)
     return last
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

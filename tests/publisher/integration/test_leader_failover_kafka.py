@@ -8,7 +8,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -30,7 +29,7 @@ from publisher.distributed_events import distributed_event
 from publisher.leader import leader_group_id
 from tests.publisher.conftest import TOKEN
 from tests.publisher.simulate import SimulatedSubscriber
-from tests.services import REPO_ROOT, KafkaService, unique_topics
+from tests.services import REPO_ROOT, KafkaService, free_port, unique_topics
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -42,12 +41,6 @@ REFRESH_S = "0.2"
 TAKEOVER_TIMEOUT_S = 60
 # How long the test's balancer leaves out an instance that did not answer.
 BALANCER_HOLD_S = 10.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Publisher:

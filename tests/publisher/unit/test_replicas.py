@@ -6,7 +6,6 @@ to the follower reach the leader; a request is never bounced between instances."
 from __future__ import annotations
 
 import functools
-import socket
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,17 +22,12 @@ from publisher.api.forward import FORWARDED_HEADER, SERVED_BY_HEADER
 from publisher.replicas import parse_announcement
 from runtime.http_server import AppServer
 from tests.publisher.conftest import AUTH, AgentFactory
+from tests.services import free_port
 from tests.waiting import wait_for
 
 AGENT = "publish"
 REQUESTS = 120
 CLIENTS = 4
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def leading(agent: PublisherAgent) -> bool:
