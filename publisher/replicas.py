@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 
 from journal.api import Journal, Position, TopicSpec
-from journal.errors import JournalError
+from journal.errors import JournalError, JournalUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,9 @@ class LeaderDirectory:
         self._lock = threading.Lock()
         self._known: LeaderAddress | None = None
         self._looked_up = 0.0
+        # Why the last reading of the leader topic failed (None: it succeeded), for the answer
+        # of a request that found no leader.
+        self.read_error: str | None = None
 
     def open(self) -> None:
         self.journal.create_topics([TopicSpec(self.topic, 1, RETENTION_MS)])
@@ -106,7 +109,9 @@ class LeaderDirectory:
                 self._looked_up = time.monotonic()
                 try:
                     self._known = self._read() or self._known
+                    self.read_error = None
                 except JournalError as exc:
+                    self.read_error = str(exc)
                     log.warning("reading the leader of %s failed: %s", self.agent, exc)
             known = self._known
         if known is None or _age_s(known) > STALE_S:
@@ -124,7 +129,12 @@ class LeaderDirectory:
         found: LeaderAddress | None = None
         deadline = time.monotonic() + SCAN_TIMEOUT_S
         with self.journal.consumer(self.topic, Position.latest(-SCAN_RECORDS), [0]) as consumer:
-            while consumer.positions().get(0, end) < end and time.monotonic() < deadline:
+            while consumer.positions().get(0, end) < end:
+                if time.monotonic() > deadline:
+                    raise JournalUnavailable(
+                        f"reading the last announcements on {self.topic} took over "
+                        f"{SCAN_TIMEOUT_S} s"
+                    )
                 for record in consumer.poll(POLL_S):
                     if record.offset >= end:
                         continue

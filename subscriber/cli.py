@@ -13,18 +13,18 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blobstore.factory import open_blob_store
 from journal.content.package import FILE_DATA
 from runtime.progress import ProgressBar
 from subscriber.content import list_tree, open_binary, read_node
 from subscriber.export import export_tree
-from subscriber.maintenance import Maintenance, MaintenancePolicy
 from subscriber.settings import SubscriberSettings
-from subscriber.spark import spark_session
-from subscriber.store.delta import DeltaStore
 from subscriber.tree_reader import StoreTree, open_tree, storage_options
+
+if TYPE_CHECKING:
+    from subscriber.store.delta import DeltaStore
 
 
 def _settings(args: argparse.Namespace) -> SubscriberSettings:
@@ -43,6 +43,10 @@ def cmd_subscriber(args: argparse.Namespace) -> int:
 
 
 def _open_store(settings: SubscriberSettings, stack: ExitStack) -> DeltaStore:
+    # Spark is imported by the one command that needs it: the reads start no JVM and stay fast.
+    from subscriber.spark import spark_session
+    from subscriber.store.delta import DeltaStore
+
     spark = spark_session(settings, "scd-content")
     stack.callback(spark.stop)
     store = DeltaStore(spark, settings.store_path)
@@ -130,6 +134,8 @@ def _jvm_output_to_stderr() -> Iterator[None]:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
+    from subscriber.maintenance import Maintenance, MaintenancePolicy
+
     settings = _settings(args)
     policy = MaintenancePolicy.from_settings(settings)
     if args.retention_hours is not None:

@@ -126,8 +126,14 @@ class ForwardMiddleware:
                     await _relay(answer, send)
                     return True
             if time.monotonic() >= deadline:
+                # Leaders are elected through the journal: without one, the election is under
+                # way, or this instance cannot reach the journal to learn its outcome.
+                error = self.directory.read_error
+                cause = f"; the journal could not be read: {error}" if error else ""
                 await self._unavailable(
-                    send, f"no leader of agent {self.directory.agent} is reachable now: retry"
+                    send,
+                    f"no leader of agent {self.directory.agent} is reachable now (none was "
+                    f"elected on the journal within {self.election_wait_s:.0f} s{cause}): retry",
                 )
                 return True
             await anyio.sleep(ELECTION_POLL_S)

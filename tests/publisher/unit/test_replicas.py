@@ -9,17 +9,21 @@ import functools
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 
 from journal.api import Position
+from journal.errors import JournalUnavailable
 from journal.sqlite.journal import SqliteJournal
 from journal.wire.messages import PackageMessage, decode
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from publisher.api.forward import FORWARDED_HEADER, SERVED_BY_HEADER
-from publisher.replicas import parse_announcement
+from publisher.api.forward import FORWARDED_HEADER, SERVED_BY_HEADER, ForwardMiddleware
+from publisher.replicas import LeaderDirectory, parse_announcement
 from runtime.http_server import AppServer
 from tests.publisher.conftest import AUTH, AgentFactory
 from tests.services import free_port
@@ -160,3 +164,24 @@ def test_an_announcement_names_its_leader() -> None:
     address = parse_announcement(value, AGENT)
     assert address is not None
     assert (address.instance_id, address.url, address.announced_ms) == ("i", "http://h:1", 5)
+
+
+class UnreachableJournal(SqliteJournal):
+    """The embedded journal, cut off: every read of an offset fails as Kafka's would."""
+
+    def latest_offset(self, topic: str, partition: int = 0) -> int:
+        raise JournalUnavailable(f"Kafka at 127.0.0.1:1 is unreachable ({topic}-{partition})")
+
+
+def test_a_follower_cut_off_the_journal_says_why_no_leader_answers(tmp_path: Path) -> None:
+    journal = UnreachableJournal(tmp_path / "journal.db")
+    directory = LeaderDirectory(journal, "scd.leader", AGENT, "pub-b", "http://127.0.0.1:1")
+    app = ForwardMiddleware(FastAPI(), directory, lambda: False, 5.0, election_wait_s=0.3)
+    with TestClient(app) as client:
+        response = client.post("/distribute", json={"action": "DELETE", "paths": ["/a"]})
+    assert response.status_code == 503
+    assert response.headers["retry-after"]
+    detail = response.json()["detail"]
+    assert "no leader of agent publish" in detail
+    cause = "the journal could not be read: Kafka at 127.0.0.1:1 is unreachable (scd.leader-0)"
+    assert cause in detail
