@@ -10,6 +10,11 @@ directly too, from threads (the read's own cost, without the endpoint). ``--stor
 an existing Delta store instead (the million-node store of bench/subscriber_bigstore.py): the
 model is built from the table through delta-rs.
 
+With ``wrk`` installed (Debian's ``wrk``), ``wrk_reads`` loads the endpoint from C, so the
+clients are not the limit: 1 and 16 connections, random nodes, in rounds that alternate the
+product's endpoint (a node read in the event loop) with the baseline ``PooledReads`` (every read
+in the read pool, as before node reads moved to the event loop), side by side in one run.
+
     .venv/bin/python bench/subscriber_reads.py                  # JSON on stdout
     .venv/bin/python bench/subscriber_reads.py --store /tmp/scd-bigstore/store
 """
@@ -24,8 +29,11 @@ import json
 import multiprocessing
 import random
 import resource
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -59,6 +67,56 @@ class One:
     def reader(self, agent: str | None) -> ReadModel:
         assert agent is None, "one agent: its paths as they are"
         return self.model
+
+
+class PooledReads(ReadApi):
+    """The baseline: every read in the read pool, node reads too."""
+
+    async def _read(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["inline"] = False
+        return await super()._read(*args, **kwargs)
+
+
+WRK_SCRIPT = """
+local paths = {%s}
+request = function()
+  return wrk.format("GET", "/content" .. paths[math.random(#paths)])
+end
+done = function(summary, latency, requests)
+  local errors = summary.errors.connect + summary.errors.read + summary.errors.write
+    + summary.errors.status + summary.errors.timeout
+  io.write(string.format('\\n{"p50_ms": %%.3f, "p99_ms": %%.3f, "reads": %%d, "errors": %%d, '
+    .. '"reads_per_s": %%.0f}\\n', latency:percentile(50) / 1000, latency:percentile(99) / 1000,
+    summary.requests, errors, summary.requests / (summary.duration / 1e6)))
+end
+"""
+
+
+def wrk_reads(
+    urls: dict[str, str], paths: list[str], rounds: int, seconds: int
+) -> dict[str, Any] | None:
+    """wrk at 1 and 16 connections against each variant's endpoint, alternating, ``rounds``
+    times; None without wrk."""
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        return None
+    sample = random.Random(7).sample(paths, min(len(paths), 5000))
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(WRK_SCRIPT % ", ".join(json.dumps(p) for p in sample))
+    results: dict[str, Any] = {}
+    for connections in (1, 16):
+        for _ in range(rounds):
+            for variant, url in urls.items():
+                done = subprocess.run(
+                    [wrk, "-t1", f"-c{connections}", f"-d{seconds}s", "-s", script.name, url],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                line = done.stdout.strip().splitlines()[-1]
+                results.setdefault(f"{variant}_c{connections}", []).append(json.loads(line))
+    Path(script.name).unlink()
+    return results
 
 
 def rss_mib() -> float:
@@ -226,6 +284,8 @@ def main() -> int:
     parser.add_argument("--reads", type=int, default=2000, help="per client at 1 client")
     parser.add_argument("--store", help="an existing Delta store to read instead")
     parser.add_argument("--workdir", default="/tmp/scd-bench-reads")
+    parser.add_argument("--wrk-rounds", type=int, default=3, help="0: no wrk runs")
+    parser.add_argument("--wrk-seconds", type=int, default=5)
     args = parser.parse_args()
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -259,6 +319,18 @@ def main() -> int:
         ]
         if binaries:
             report["binaries"] = [binary_reads(server.url, path, size) for path, size in binaries]
+        if args.wrk_rounds > 0:
+            pooled = PooledReads(One(model), blobs, None)
+            with HealthServer(
+                lambda: health, lambda: (True, ""), lambda: b"", reads=pooled
+            ) as baseline:
+                report["wrk"] = wrk_reads(
+                    {"event_loop": server.url, "pooled_baseline": baseline.url},
+                    paths,
+                    args.wrk_rounds,
+                    args.wrk_seconds,
+                )
+            pooled.close()
     report["direct"] = [
         clients(direct(model), paths, 1, args.reads),
         clients(direct(model), paths, 16, max(1, args.reads // 8)),

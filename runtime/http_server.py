@@ -42,10 +42,19 @@ class AppServer:
     """Serves ``app`` on ``host:port`` (port 0 = any free port) in a thread."""
 
     def __init__(
-        self, app: Any, *, host: str = DEFAULT_HOST, port: int = 0, name: str = "http"
+        self,
+        app: Any,
+        *,
+        host: str = DEFAULT_HOST,
+        port: int = 0,
+        name: str = "http",
+        send_buffer_bytes: int | None = None,
     ) -> None:
+        """``send_buffer_bytes``: the kernel's send buffer of each connection (None: the
+        kernel's autotuning, up to megabytes a connection)."""
         self.host = host
         self.name = name
+        self.send_buffer_bytes = send_buffer_bytes
         self._requested_port = port
         self._port: int | None = None
         config = uvicorn.Config(
@@ -78,6 +87,8 @@ class AppServer:
         sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if self.send_buffer_bytes is not None:  # accepted connections inherit it
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
             sock.bind((self.host, self._requested_port))
             sock.listen(LISTEN_BACKLOG)
         except OSError as exc:

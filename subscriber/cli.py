@@ -18,13 +18,18 @@ from typing import TYPE_CHECKING, Any
 from blobstore.factory import open_blob_store
 from journal.content.package import FILE_DATA
 from runtime.progress import ProgressBar
-from subscriber.content import list_tree, open_binary, read_node
+from subscriber.content import BlobSource, NodeSource, list_tree, open_binary, read_node
 from subscriber.export import export_tree
+from subscriber.reads.client import ReadApiSource
 from subscriber.settings import SubscriberSettings
 from subscriber.tree_reader import StoreTree, open_tree, storage_options
 
 if TYPE_CHECKING:
     from subscriber.store.delta import DeltaStore
+
+
+# The read token of the subscriber read (--url): the variable the daemon reads its own from.
+READ_TOKEN_ENV = "SCD_SUBSCRIBER_READ_TOKEN"
 
 
 def _settings(args: argparse.Namespace) -> SubscriberSettings:
@@ -74,9 +79,27 @@ def cmd_spark_archive(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_ls(args: argparse.Namespace) -> int:
+def _nodes(args: argparse.Namespace, stack: ExitStack) -> NodeSource:
+    """The content read: a running subscriber's read API (``--url``) or the store itself."""
+    if args.url:
+        token = os.environ.get(READ_TOKEN_ENV) or None
+        return stack.enter_context(ReadApiSource(args.url, token, args.agent))
+    return _open_tree(_settings(args))
+
+
+def _blobs(args: argparse.Namespace, nodes: NodeSource, stack: ExitStack) -> BlobSource | None:
+    """Where binaries are read: the read API that serves the nodes, or the blob store."""
+    if isinstance(nodes, ReadApiSource):
+        return nodes
     settings = _settings(args)
-    entries = list_tree(_open_tree(settings), args.root, deep=not args.shallow)
+    if settings.blobstore is None:
+        return None
+    return stack.enter_context(open_blob_store(settings.blobstore))
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    with ExitStack() as stack:
+        entries = list_tree(_nodes(args, stack), args.root, deep=not args.shallow)
     if args.json:
         print(json.dumps([e.__dict__ for e in entries], indent=2))
         return 0
@@ -87,29 +110,25 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_cat(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    store = _open_tree(settings)
-    if args.properties:
-        print(json.dumps(read_node(store, args.path), indent=2))
-        return 0
     with ExitStack() as stack:
-        blobs = open_blob_store(settings.blobstore) if settings.blobstore else None
-        if blobs is not None:
-            stack.enter_context(blobs)
-        with open_binary(store, blobs, args.path, args.property) as stream:
+        nodes = _nodes(args, stack)
+        if args.properties:
+            print(json.dumps(read_node(nodes, args.path), indent=2))
+            return 0
+        with open_binary(nodes, _blobs(args, nodes, stack), args.path, args.property) as stream:
             shutil.copyfileobj(stream, sys.stdout.buffer)
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    store = _open_tree(settings)
     with ExitStack() as stack:
-        blobs = open_blob_store(settings.blobstore) if settings.blobstore else None
-        if blobs is not None:
-            stack.enter_context(blobs)
+        nodes = _nodes(args, stack)
         report = export_tree(
-            store, blobs, args.root, Path(args.target), progress=ProgressBar("export")
+            nodes,
+            _blobs(args, nodes, stack),
+            args.root,
+            Path(args.target),
+            progress=ProgressBar("export"),
         )
     print(
         f"exported {report.nodes} nodes to {report.target_dir}: {report.files} files "
@@ -136,6 +155,8 @@ def _jvm_output_to_stderr() -> Iterator[None]:
 def cmd_maintain(args: argparse.Namespace) -> int:
     from subscriber.maintenance import Maintenance, MaintenancePolicy
 
+    if args.url:
+        raise SystemExit("scd: content maintain runs on the store itself, not through --url")
     settings = _settings(args)
     policy = MaintenancePolicy.from_settings(settings)
     if args.retention_hours is not None:
@@ -178,8 +199,18 @@ def register(sub: Any) -> None:
     )
     archive.set_defaults(func=cmd_spark_archive)
 
-    content = sub.add_parser("content", help="read a subscriber's content store")
+    content = sub.add_parser(
+        "content", help="read a subscriber's content: its store, or its read API (--url)"
+    )
     content.add_argument("--store", help="content store path (default: SCD_SUBSCRIBER_STORE_PATH)")
+    content.add_argument(
+        "--url",
+        help="read through a running subscriber's read API at this URL instead (its read "
+        f"token, when it has one, from {READ_TOKEN_ENV})",
+    )
+    content.add_argument(
+        "--agent", help="with --url: the agent, when the daemon there serves several"
+    )
     actions = content.add_subparsers(dest="action", required=True)
     ls = actions.add_parser("ls", help="list a subtree")
     ls.add_argument("root", nargs="?", default="/")

@@ -12,11 +12,10 @@ import hashlib
 import io
 import logging
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
-from blobstore.api import BlobStore
 from blobstore.errors import BlobNotFound
 from journal.content.package import FILE_DATA, NODE_TYPE
 from runtime.errors import ScdError
@@ -91,6 +90,13 @@ class BinaryCorrupt(ContentError):
         self.what = what
         self.expected = expected
         self.actual = actual
+
+
+class BlobSource(Protocol):
+    """Where the bytes of a binary reference come from: a blob store, or a subscriber's read
+    API (subscriber.reads.client); raises BlobNotFound for a key it does not hold."""
+
+    def get(self, key: str) -> AbstractContextManager[BinaryIO]: ...
 
 
 class NodeSource(Protocol):
@@ -245,7 +251,7 @@ class _VerifyingReader(io.RawIOBase):
 
 @contextmanager
 def open_stored_binary(
-    blobs: BlobStore | None, path: str, prop: str, info: BinaryInfo
+    blobs: BlobSource | None, path: str, prop: str, info: BinaryInfo
 ) -> Iterator[BinaryIO]:
     """The bytes of the binary ``info`` of ``path``'s property ``prop``, verified as read."""
     with ExitStack() as stack:
@@ -263,7 +269,7 @@ def open_stored_binary(
 
 @contextmanager
 def open_binary(
-    store: NodeSource, blobs: BlobStore | None, path: str, prop: str = FILE_DATA
+    store: NodeSource, blobs: BlobSource | None, path: str, prop: str = FILE_DATA
 ) -> Iterator[BinaryIO]:
     """Stream a binary property; a short, long or altered blob raises BinaryCorrupt on read."""
     node = store.node(path)

@@ -39,11 +39,11 @@ from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from blobstore.api import BlobStore
 from blobstore.metadata import DEFAULT_CONTENT_TYPE
 from journal.content.package import FILE_DATA, FILE_TYPE, FOLDER_TYPE, LAST_MODIFIED, NODE_TYPE
 from subscriber.content import (
     COPY_CHUNK_BYTES,
+    BlobSource,
     ContentError,
     JsonValue,
     NodeNotFound,
@@ -183,7 +183,7 @@ def plan_export(target_dir: Path, nodes: list[StoredNode]) -> list[ExportItem]:
     return items
 
 
-def sidecar_document(item: ExportItem, blobs: BlobStore | None) -> dict[str, JsonValue]:
+def sidecar_document(item: ExportItem, blobs: BlobSource | None) -> dict[str, JsonValue]:
     """The sidecar's JSON object; binaries are read (and verified) into base64."""
     doc: dict[str, JsonValue] = {
         name: property_json(*prop) for name, prop in item.sidecar_properties.items()
@@ -277,7 +277,7 @@ def _copy(source: BinaryIO, out: BinaryIO) -> int:
 
 def export_tree(
     store: NodeSource,
-    blobs: BlobStore | None,
+    blobs: BlobSource | None,
     root: str,
     target_dir: Path,
     progress: Progress | None = None,

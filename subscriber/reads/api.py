@@ -1,6 +1,8 @@
 """The read API of a subscriber daemon, on its health endpoint's port (docs/read-api.md).
 
 * ``GET|HEAD /content/{path}[?depth=N]``: the current node as JSON (subscriber.reads.documents);
+* ``GET|HEAD /tree/{path}[?after=PATH&limit=N&shallow=true]``: the nodes at and below the path
+  in path order, a page at a time (subscriber.reads.documents.tree_page);
 * ``GET|HEAD /binaries/{path}?property=NAME`` (default ``jcr:data``): a binary's bytes, with
   ``ETag`` (its sha256), ``If-None-Match`` (304) and one ``Range`` (206, 416 past the end),
   verified as it streams (subscriber.reads.binaries);
@@ -13,9 +15,12 @@ table version (``X-Scd-Table-Version``) it reflects. Errors are JSON ``{"error":
 is set, 404 no such node, agent or binary, 502 a blob missing or not matching its reference,
 503 no model to answer from (being built or rebuilt, a standby, too many reads waiting).
 
-The work of a read runs in a pool of its own (READ_THREADS), never in the threads /health and
-/ready run in, and never under a lock the import loop takes: a slow or hostile reader can
-hold a read thread for one chunk at most, and the rest of its time costs a socket and a chunk.
+A read of one node (``/content`` without ``depth``, a binary's look-up) runs in the event
+loop: one primary-key look-up and at most MAX_CHILDREN + 1 child names, bounded whatever the
+request. Every other read (subtrees, tree pages, a binary's chunks) runs in a pool of its own
+(READ_THREADS), never in the threads /health and /ready run in; no read takes a lock the
+import loop takes: a slow or hostile reader can hold a read thread for one chunk at most, and
+the rest of its time costs a socket and a chunk.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from journal.content import rules
 from journal.content.package import FILE_DATA
 from subscriber.content import ContentError, open_stored_binary
 from subscriber.reads import binaries, documents
+from subscriber.reads.documents import OFFSET_HEADER, VERSION_HEADER
 from subscriber.reads.model import Answer, ReadModel, Unavailable
 from subscriber.store.rows import BinaryInfo, StoredNode
 
@@ -45,8 +51,6 @@ log = logging.getLogger(__name__)
 # beyond MAX_WAITING more are refused (503) rather than queued without end.
 READ_THREADS = 8
 MAX_WAITING = 256
-OFFSET_HEADER = "X-Scd-Offset"
-VERSION_HEADER = "X-Scd-Table-Version"
 DEFAULT_TYPE = "application/octet-stream"
 
 T = TypeVar("T")
@@ -109,6 +113,7 @@ class ReadApi:
             router.add_api_route(
                 prefix + "/binaries{path:path}", self.binary, methods=["GET", "HEAD"]
             )
+            router.add_api_route(prefix + "/tree{path:path}", self.tree, methods=["GET", "HEAD"])
         return router
 
     # ------------------------------------------------------------------ common steps
@@ -126,9 +131,17 @@ class ReadApi:
         )
 
     async def _read(
-        self, request: Request, path: str, agent: str | None, what: Callable[[Any, str], T]
+        self,
+        request: Request,
+        path: str,
+        agent: str | None,
+        what: Callable[[Any, str], T],
+        *,
+        inline: bool = False,
     ) -> tuple[Answer[T], str] | Response:
-        """Authorize, find the agent's model, check the path, read ``what(reading, path)``."""
+        """Authorize, find the agent's model, check the path, read ``what(reading, path)``:
+        in the read pool, or (``inline``) in the event loop, for a read bounded by one node and
+        its first child names."""
         refused = self._refused(request)
         if refused is not None:
             return refused
@@ -140,8 +153,14 @@ class ReadApi:
             node_path = documents.checked_path(path)
         except rules.ContentRuleError as exc:
             return _error(400, f"path refused by the content rules: {exc}")
+
+        def read() -> Answer[T]:
+            return model.read(lambda r: what(r, node_path))
+
         try:
-            return await self._run(lambda: model.read(lambda r: what(r, node_path))), node_path
+            # A hop to a pool thread waits for the GIL behind the event loop (up to its 5 ms
+            # switch interval) and then wakes the loop again: more than the read itself.
+            return (read() if inline else await self._run(read)), node_path
         except Unavailable as exc:
             return _error(503, exc.reason, {"Retry-After": "1"})
 
@@ -153,7 +172,11 @@ class ReadApi:
             return _error(400, str(exc))
         prefix = "" if agent is None else f"/agents/{agent}"
         read = await self._read(
-            request, path, agent, lambda r, p: documents.subtree(r, p, depth, prefix)
+            request,
+            path,
+            agent,
+            lambda r, p: documents.subtree(r, p, depth, prefix),
+            inline=depth == 0,
         )
         if isinstance(read, Response):
             return read
@@ -166,6 +189,30 @@ class ReadApi:
             return Response(headers=dict(response.headers), media_type=response.media_type)
         return response
 
+    # ------------------------------------------------------------------ /tree
+    async def tree(self, request: Request, path: str, agent: str | None = None) -> Response:
+        params = request.query_params
+        try:
+            limit = documents.checked_limit(params.get("limit"))
+            after = documents.checked_path(params["after"]) if "after" in params else ""
+        except (ValueError, rules.ContentRuleError) as exc:
+            return _error(400, f"bad tree page: {exc}")
+        shallow = params.get("shallow", "false").lower() in ("1", "true")
+        prefix = "" if agent is None else f"/agents/{agent}"
+        read = await self._read(
+            request,
+            path,
+            agent,
+            lambda r, p: documents.tree_page(r, p, after, limit, shallow, prefix),
+        )
+        if isinstance(read, Response):
+            return read
+        answer, _ = read
+        response = JSONResponse(answer.value, headers=_reflects(answer))
+        if request.method == "HEAD":
+            return Response(headers=dict(response.headers), media_type=response.media_type)
+        return response
+
     # ------------------------------------------------------------------ /binaries
     async def binary(self, request: Request, path: str, agent: str | None = None) -> Response:
         prop = request.query_params.get("property", FILE_DATA)
@@ -173,7 +220,7 @@ class ReadApi:
             rules.check_name(prop)
         except rules.ContentRuleError as exc:
             return _error(400, f"property refused by the content rules: {exc}")
-        read = await self._read(request, path, agent, lambda r, p: r.node(p))
+        read = await self._read(request, path, agent, lambda r, p: r.node(p), inline=True)
         if isinstance(read, Response):
             return read
         answer, node_path = read

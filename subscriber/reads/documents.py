@@ -6,6 +6,10 @@ request's value form (subscriber.content.property_json), each binary as
 ``{"type": "binary", "size", "sha256", "contentType", "url"}`` (its bytes at ``url``),
 ``children`` (names, in order), ``offset`` and ``packageId`` of the package that wrote it. With
 ``depth`` N >= 1, ``nodes`` holds the children's documents to N levels below.
+
+A page of ``/tree/{path}``: the documents (without ``children``) of every node at and below the
+path, in path order, a page at a time, whether or not the nodes between them exist: what a
+client that lists, copies or mirrors a subtree reads.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from subscriber.content import JsonValue, node_type, property_json
 from subscriber.reads.index import Reading
 from subscriber.store.rows import BinaryInfo, StoredNode
 
+# Every answer of a read model names the processed offset and the table version it reflects.
+OFFSET_HEADER = "X-Scd-Offset"
+VERSION_HEADER = "X-Scd-Table-Version"
 MAX_DEPTH = 8  # levels of a subtree below the node read
 MAX_NODES = 1000  # documents in one answer, the node read included
 MAX_CHILDREN = 1000  # child names listed per node
@@ -40,8 +47,10 @@ def binary_url(prefix: str, path: str, prop: str) -> str:
 
 
 def document(
-    node: StoredNode, children: list[str], more: bool, prefix: str
+    node: StoredNode, children: list[str] | None, more: bool, prefix: str
 ) -> dict[str, JsonValue]:
+    """A node's document; ``children`` None leaves the child names out (a listing of the
+    subtree holds them)."""
     properties: dict[str, JsonValue] = {
         name: property_json(*p) for name, p in node.properties.items()
     }
@@ -58,10 +67,11 @@ def document(
         "name": node.path.rpartition("/")[2],
         "type": node_type(node),
         "properties": dict(sorted(properties.items())),
-        "children": [c.rpartition("/")[2] for c in children],
         "offset": node.offset,
         "packageId": node.pkg_id,
     }
+    if children is not None:
+        doc["children"] = [c.rpartition("/")[2] for c in children]
     if more:
         doc["childrenTruncated"] = True  # more than MAX_CHILDREN
     return doc
@@ -100,6 +110,34 @@ def subtree(reading: Reading, path: str, depth: int, prefix: str) -> dict[str, J
         doc["nodes"] = below
     root["complete"] = complete
     return root
+
+
+def tree_page(
+    reading: Reading, root: str, after: str, limit: int, shallow: bool, prefix: str
+) -> dict[str, JsonValue]:
+    """A page of ``/tree/{root}``: the documents (without child names) of up to ``limit``
+    nodes at and below ``root`` (``shallow``: ``root`` and its children) after the path
+    ``after``, in path order; ``next`` is the ``after`` of the next page, None at the end."""
+    if shallow:
+        nodes = [n for n in [reading.node(root)] if n is not None and n.path > after]
+        paths = reading.children(root, after, limit - len(nodes))
+        nodes.extend(n for p in paths if (n := reading.node(p)) is not None)
+    else:
+        nodes = reading.subtree(root, after, limit)
+    return {
+        "path": root,
+        "nodes": [document(n, None, False, prefix) for n in nodes],
+        "next": nodes[-1].path if len(nodes) == limit else None,
+    }
+
+
+def checked_limit(raw: str | None) -> int:
+    """``?limit`` of a tree page: 1 to MAX_NODES (the default); ValueError otherwise."""
+    if raw is None:
+        return MAX_NODES
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 4 or not 1 <= int(raw) <= MAX_NODES:
+        raise ValueError(f"limit must be an integer from 1 to {MAX_NODES}")
+    return int(raw)
 
 
 def checked_path(raw: str) -> str:

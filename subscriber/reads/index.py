@@ -196,6 +196,23 @@ class Reading:
         )
         return [r[0] for r in rows]
 
+    def subtree(self, root: str, after: str, limit: int) -> list[StoredNode]:
+        """Up to ``limit`` nodes at and below ``root`` with a path above ``after``, in path
+        order, whether or not the nodes between them exist: ``root`` itself, then one range
+        of the primary key (a path below ``root`` starts with ``root/``; "/" sorts just
+        below "0")."""
+        found: list[StoredNode] = []
+        base = root.rstrip("/")
+        if root != "/" and after < root and (node := self.node(root)) is not None:
+            found.append(node)
+        rows = self._conn.execute(
+            "SELECT path, doc FROM nodes WHERE path >= ? AND path < ? AND path > ? "
+            "ORDER BY path LIMIT ?",
+            (base + "/", base + "0", after, limit - len(found)),
+        )
+        found.extend(decode(path, doc) for path, doc in rows)
+        return found
+
     def all_nodes(self) -> Iterator[StoredNode]:
         """Every node in path order (tests and tools compare whole trees)."""
         with closing(self._conn.execute("SELECT path, doc FROM nodes ORDER BY path")) as rows:

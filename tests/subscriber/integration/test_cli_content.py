@@ -17,7 +17,13 @@ import pytest
 
 from blobstore.local import LocalBlobStore
 from journal.content.package import FILE_DATA, FILE_TYPE, NODE_TYPE, Binary, BlobRef, Node
+from subscriber.http import Health, HealthServer
+from subscriber.reads.api import ReadApi
+from subscriber.reads.model import ReadModel
+from subscriber.reads.sources import read_model
+from subscriber.settings import SubscriberSettings
 from subscriber.store.delta import DeltaStore
+from subscriber.store.delta_maintenance import latest_version
 from tests import services
 from tests.services import S3Service, spark_jars
 from tests.subscriber.packages import add, file_node, new_change_set, node
@@ -37,6 +43,18 @@ def scd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
         timeout=300,
         check=False,
     )
+
+
+class OneModel:
+    """The readers of a daemon of one agent, ``solo``."""
+
+    def __init__(self, model: ReadModel) -> None:
+        self.model = model
+
+    def reader(self, agent: str | None) -> ReadModel:
+        if agent not in (None, "solo"):
+            raise LookupError(f"no agent {agent!r} in this daemon")
+        return self.model
 
 
 def binary_node(path: str, ref: BlobRef) -> Node:
@@ -109,6 +127,84 @@ def test_ls_cat_export(spark: Any, tmp_path: Path) -> None:
     nowhere = scd({**env, "SCD_SUBSCRIBER_STORE_PATH": str(tmp_path / "none")}, "content", "ls")
     assert nowhere.returncode == 1
     assert b"no content store at" in nowhere.stderr
+
+
+def test_ls_cat_export_through_a_running_subscriber_s_read_api(spark: Any, tmp_path: Path) -> None:
+    """`scd content --url`: the same output and checks as on the store, from a read API that
+    serves the store (its read token from the environment), with no store or blob settings."""
+    blobs = LocalBlobStore(tmp_path / "blobs")
+    ref = blobs.put_content_addressed(io.BytesIO(BIG), len(BIG))
+    big = binary_node("/site/big.bin", BlobRef(key=ref.key, size=ref.size, sha256=ref.sha256))
+    bad = binary_node("/other/bad.bin", BlobRef(key=ref.key, size=ref.size, sha256="0" * 64))
+    store_path = tmp_path / "store"
+    store = DeltaStore(spark, str(store_path))
+    store.open()
+    store.commit(
+        new_change_set(
+            [
+                add(0, "/site", node("/site", title="Site"), file_node("/site/a.txt", b"hi\n")),
+                add(1, "/site", big, node("/site/d/deep", n=3, ok=True)),
+                add(2, "/other", node("/other"), bad),
+            ],
+        )
+    )
+    on_store = {
+        **os.environ,
+        **NO_JVM,
+        "SCD_SUBSCRIBER_STORE_PATH": str(store_path),
+        "SCD_BLOB_BACKEND": "local",
+        "SCD_BLOB_LOCAL_ROOT": str(tmp_path / "blobs"),
+    }
+    settings = SubscriberSettings(agent_name="solo", store_path=str(store_path))
+    model = read_model(settings, store, tmp_path / "index", lambda: None)
+    assert model is not None
+    model.start()
+    assert model.wait_version(latest_version(spark, store.location), 60)
+    api = ReadApi(OneModel(model), blobs, "read-secret")
+    health = Health(agent="solo", instance_id="i", processed_offset=2, state="IDLE")
+    server = HealthServer(lambda: health, lambda: (True, "ok"), lambda: b"", reads=api)
+    server.start()
+    try:
+        clean = {k: v for k, v in on_store.items() if not k.startswith(("SCD_BLOB", "SCD_SUB"))}
+        remote = {**clean, "SCD_SUBSCRIBER_READ_TOKEN": "read-secret"}
+
+        def both(*args: str) -> tuple[bytes, bytes]:
+            local = scd(on_store, "content", *args)
+            through = scd(remote, "content", "--url", server.url, *args)
+            assert local.returncode == 0, local.stderr.decode()
+            assert through.returncode == 0, through.stderr.decode()
+            return local.stdout, through.stdout
+
+        for args in (["ls", "/site", "--json"], ["ls", "/", "--shallow"], ["ls"]):
+            local, through = both(*args)
+            assert through == local, args
+        local, through = both("cat", "/site/big.bin")
+        assert through == local == BIG
+        local, through = both("cat", "--properties", "/site/d/deep")
+        assert json.loads(through) == json.loads(local)
+        out = tmp_path / "out"
+        export = scd(remote, "content", "--url", server.url, "export", "/site", str(out))
+        assert export.returncode == 0, export.stderr.decode()
+        assert (out / "site" / "a.txt").read_bytes() == b"hi\n"
+        assert (out / "site" / "big.bin").read_bytes() == BIG
+
+        missing = scd(remote, "content", "--url", server.url, "cat", "/site/nope")
+        assert missing.returncode == 1
+        assert b"/site/nope" in missing.stderr.splitlines()[-1]
+        corrupt = scd(remote, "content", "--url", server.url, "export", "/other", str(out))
+        assert corrupt.returncode == 1
+        assert b"sha256" in corrupt.stderr.splitlines()[-1], corrupt.stderr
+        assert not (out / "other" / "bad.bin").exists()
+        no_token = scd(clean, "content", "--url", server.url, "ls")
+        assert no_token.returncode == 1
+        assert b"401" in no_token.stderr.splitlines()[-1]
+        no_agent = scd(remote, "content", "--url", server.url, "--agent", "x", "cat", "/site")
+        assert no_agent.returncode == 1
+        assert b"no agent" in no_agent.stderr.splitlines()[-1]
+    finally:
+        server.stop()
+        api.close()
+        model.stop()
 
 
 def test_ls_and_cat_of_a_store_on_s3_with_the_blob_store_s_settings(

@@ -19,8 +19,9 @@ import pytest
 from blobstore.local import LocalBlobStore
 from journal.content.package import FILE_DATA, FILE_TYPE, NODE_TYPE, Binary, BlobRef, Node
 from subscriber.http import Health, HealthServer
-from subscriber.reads.api import OFFSET_HEADER, ReadApi
+from subscriber.reads.api import ReadApi
 from subscriber.reads.binaries import STREAM_CHUNK
+from subscriber.reads.documents import OFFSET_HEADER
 from subscriber.reads.model import ReadModel
 from subscriber.reads.sources import read_model
 from subscriber.settings import SubscriberSettings
@@ -29,6 +30,8 @@ from tests.subscriber.packages import add, file_node, new_change_set, node
 
 TOKEN = "read-secret"
 BIG = bytes(range(256)) * 4096 * 4  # 4 MiB
+IDLE_CONNECTIONS = 1000
+SLOW_READERS = 200
 
 
 class OneModel:
@@ -65,6 +68,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, MemoryStore]]:
         blob_node("/site/badbig.bin", blobs, BIG[:-1] + b"x", recorded=BIG),
         *(node(f"/site/d{i}", n=i) for i in range(3)),
         node("/site/d0/deep"),
+        node("/site/gone/orphan"),  # its parent was never distributed
     ]
     site[1].properties[NODE_TYPE].string_value = FILE_TYPE
     store.commit(new_change_set([add(7, "/site", *site)]))
@@ -102,6 +106,58 @@ def raw_status(url: str, target: str) -> int:
             conn.sendall(request(target))
         status = conn.recv(64).split(b" ")[1]
     return int(status)
+
+
+def test_a_subtree_page_by_page_in_path_order(served: tuple[str, MemoryStore]) -> None:
+    url, store = served
+    expected = sorted(n.path for n in store.nodes("/site"))
+    assert "/site/gone/orphan" in expected and "/site/gone" not in expected
+    seen: list[str] = []
+    after: str | None = None
+    pages = 0
+    while True:
+        answer = get(url, "/tree/site?limit=3" + (f"&after={after}" if after else ""))
+        assert answer.status_code == 200, answer.text
+        assert answer.headers[OFFSET_HEADER] == "7"
+        page = answer.json()
+        assert len(page["nodes"]) <= 3
+        assert all("children" not in doc for doc in page["nodes"])
+        seen.extend(doc["path"] for doc in page["nodes"])
+        pages += 1
+        after = page["next"]
+        if after is None:
+            break
+    assert seen == expected
+    assert pages == len(expected) // 3 + 1
+    whole = get(url, "/tree/").json()
+    assert [d["path"] for d in whole["nodes"]] == expected and whole["next"] is None
+    page = get(url, "/tree/site/page.html").json()
+    assert page["nodes"][0]["properties"][NODE_TYPE] == FILE_TYPE
+
+
+def test_a_shallow_tree_page_is_the_node_and_its_children(
+    served: tuple[str, MemoryStore],
+) -> None:
+    url, _ = served
+    shallow = get(url, "/tree/site?shallow=true").json()
+    names = [d["path"].removeprefix("/site") for d in shallow["nodes"]]
+    assert names == ["", *(f"/{c}" for c in get(url, "/content/site").json()["children"])]
+    # A path whose node never existed still lists what lies below it.
+    assert [d["path"] for d in get(url, "/tree/site/gone").json()["nodes"]] == [
+        "/site/gone/orphan"
+    ]
+    assert get(url, "/tree/nowhere").json() == {"path": "/nowhere", "nodes": [], "next": None}
+
+
+@pytest.mark.parametrize(
+    "query", ["limit=0", "limit=1001", "limit=-1", "limit=x", "after=%00", "after=a/../b"]
+)
+def test_a_bad_tree_page_is_refused(served: tuple[str, MemoryStore], query: str) -> None:
+    url, _ = served
+    answer = get(url, f"/tree/site?{query}")
+    assert answer.status_code == 400, answer.text
+    assert "bad tree page" in answer.json()["error"]
+    assert get(url, "/tree/site", token=None).status_code == 401
 
 
 def test_a_node_its_subtree_and_head(served: tuple[str, MemoryStore]) -> None:
@@ -175,9 +231,9 @@ def test_idle_connections_and_slow_readers_leave_health_answering(
 ) -> None:
     url, store = served
     host, port = url.removeprefix("http://").split(":")
-    idle = [socket.create_connection((host, int(port))) for _ in range(300)]
+    idle = [socket.create_connection((host, int(port))) for _ in range(IDLE_CONNECTIONS)]
     slow = []
-    for _ in range(50):  # ask for the large binary and read nothing of it
+    for _ in range(SLOW_READERS):  # ask for the large binary and read nothing of it
         s = socket.create_connection((host, int(port)))
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.sendall(request("/binaries/site/big.bin"))
