@@ -6,8 +6,8 @@ gets no command. The read-only aggregated queue is never cleared (409)."""
 
 from __future__ import annotations
 
-from publisher.clear import Clearer, ClearMode, ClearResult
-from publisher.errors import InvalidRequest, NotEditable
+from publisher.clear import Clearer, ClearMode, ClearResult, check_clear, clear_limit
+from publisher.errors import NotEditable
 from publisher.queues.views import EDITABLE_QUEUE
 
 
@@ -16,21 +16,17 @@ def clear_aggregated(
 ) -> ClearResult:
     if name != EDITABLE_QUEUE:
         raise NotEditable(f"the aggregated queue {name!r} is read-only: clear {EDITABLE_QUEUE!r}")
+    check_clear(mode, count, offset)
     queues = clearer.queues
     summary = queues.summary(name)
     processed = summary.processed_offset
     if mode is ClearMode.UP_TO:
-        if offset is None or offset < 0 or count is not None:
-            raise InvalidRequest("clear mode 'upTo' takes an offset >= 0 and no count")
+        assert offset is not None
         last = offset
     else:
-        if mode is ClearMode.FIRST and (count is None or count < 1 or offset is not None):
-            raise InvalidRequest("clear mode 'first' takes a count >= 1 and no offset")
-        if mode in (ClearMode.HEAD, ClearMode.ALL) and (count is not None or offset is not None):
-            raise InvalidRequest(f"clear mode {mode.value!r} takes neither count nor offset")
         if processed is None or summary.size == 0:
             return ClearResult(name, 0, None, None)
-        limit = {ClearMode.HEAD: 1, ClearMode.ALL: summary.size}.get(mode, count or 0)
+        limit = clear_limit(mode, count, summary.size)
         upto = queues.cache.last_offset_upto(processed, limit)
         if upto is None:
             return ClearResult(name, 0, None, None)

@@ -40,6 +40,29 @@ class ClearResult:
     command_offset: int | None
 
 
+def check_clear(mode: ClearMode, count: int | None, offset: int | None) -> None:
+    """Raises InvalidRequest unless count and offset fit the mode (every clear checks here)."""
+    if mode is ClearMode.FIRST and count is not None and count < 1:
+        raise InvalidRequest("clear mode 'first' takes a count >= 1 (none: every item)")
+    if mode is ClearMode.UP_TO and (offset is None or offset < 0):
+        raise InvalidRequest("clear mode 'upTo' needs an offset >= 0")
+    if mode in (ClearMode.HEAD, ClearMode.ALL) and (count is not None or offset is not None):
+        raise InvalidRequest(f"clear mode {mode.value!r} takes neither count nor offset")
+    if mode is ClearMode.FIRST and offset is not None:
+        raise InvalidRequest("clear mode 'first' takes a count, not an offset")
+    if mode is ClearMode.UP_TO and count is not None:
+        raise InvalidRequest("clear mode 'upTo' takes an offset, not a count")
+
+
+def clear_limit(mode: ClearMode, count: int | None, size: int) -> int:
+    """How many items a head, first or all clear removes from a queue of ``size`` items."""
+    if mode is ClearMode.HEAD:
+        return 1
+    if mode is ClearMode.FIRST and count is not None:
+        return count
+    return size
+
+
 class Clearer:
     def __init__(self, commands: CommandSender, queues: Queues) -> None:
         self.commands = commands
@@ -51,17 +74,7 @@ class Clearer:
         subscriber = self.queues.subscriber(name)
         if not subscriber.editable:
             raise NotEditable(f"subscriber {name!r} is not editable: its queue cannot be cleared")
-        if mode is ClearMode.FIRST and (count is None or count < 1):
-            raise InvalidRequest("clear mode 'first' needs a count >= 1")
-        if mode is ClearMode.UP_TO and (offset is None or offset < 0):
-            raise InvalidRequest("clear mode 'upTo' needs an offset >= 0")
-        if mode in (ClearMode.HEAD, ClearMode.ALL) and (count is not None or offset is not None):
-            raise InvalidRequest(f"clear mode {mode.value!r} takes neither count nor offset")
-        if mode is ClearMode.FIRST and offset is not None:
-            raise InvalidRequest("clear mode 'first' takes a count, not an offset")
-        if mode is ClearMode.UP_TO and count is not None:
-            raise InvalidRequest("clear mode 'upTo' takes an offset, not a count")
-
+        check_clear(mode, count, offset)
         summary = self.queues.summary(name)
         processed = summary.processed_offset
         if processed is None or summary.size == 0:
@@ -72,8 +85,7 @@ class Clearer:
             removed = summary.size - cache.count_after(max(offset, processed))
             last = cache.last_offset_upto(processed, removed) if removed else None
         else:
-            limit = {ClearMode.HEAD: 1, ClearMode.ALL: summary.size}.get(mode, count or 0)
-            removed = min(limit, summary.size)
+            removed = min(clear_limit(mode, count, summary.size), summary.size)
             last = cache.last_offset_upto(processed, removed)
         if last is None:
             return ClearResult(name, 0, None, None)

@@ -190,7 +190,7 @@ def register(sub: Any) -> None:
     clear = sub.add_parser("clear", help="clear an editable subscriber's queue")
     clear.add_argument("queue", help="queue name (see scd queues)")
     clear.add_argument("mode", choices=["head", "first", "upTo", "all"])
-    clear.add_argument("--count", type=int, help="items, with mode 'first'")
+    clear.add_argument("--count", type=int, help="items, with mode 'first' (default: all)")
     clear.add_argument("--offset", type=int, help="offset, with mode 'upTo'")
     _api_options(clear)
     clear.set_defaults(func=cmd_clear)

@@ -136,8 +136,8 @@ class ClearRequest(ApiModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     mode: ClearMode = Field(
-        description="head: the head item; first: the first `count` items; upTo: every item "
-        "with offset <= `offset`; all: every item"
+        description="head: the head item; first: the first `count` items (every item without "
+        "a count); upTo: every item with offset <= `offset`; all: every item"
     )
     count: int | None = Field(default=None, ge=1)
     offset: int | None = Field(default=None, ge=0)

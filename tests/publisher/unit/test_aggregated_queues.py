@@ -5,6 +5,8 @@ holding the cleared items."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -13,6 +15,7 @@ from publisher.api import create_app
 from publisher.queues.views import ALL_QUEUE, EDITABLE_QUEUE
 from tests.publisher.conftest import AUTH, AgentFactory
 from tests.publisher.unit.test_queues_api import (
+    BAD_CLEARS,
     commands,
     distribute,
     queues,
@@ -88,8 +91,22 @@ def test_a_clear_applies_to_every_editable_subscriber_behind_and_the_other_is_re
     refused = client.post(f"/queues/{ALL_QUEUE}/clear", json={"mode": "all"})
     assert refused.status_code == 409
     assert "read-only" in refused.text
-    bad = client.post(f"/queues/{EDITABLE_QUEUE}/clear", json={"mode": "first"})
-    assert bad.status_code == 400
+    everything = client.post(f"/queues/{EDITABLE_QUEUE}/clear", json={"mode": "first"})
+    assert everything.status_code == 200, everything.text
+    assert (everything.json()["removed"], everything.json()["clearOffset"]) == (4, offsets[3])
+    assert {c.clear_command.offset for c in commands(journal)[2:]} == {offsets[3]}
+
+
+@pytest.mark.parametrize(("body", "status", "reason"), BAD_CLEARS)
+def test_bad_clears_of_the_aggregated_queue_are_refused_as_a_subscriber_s_are(
+    client: TestClient, journal: SqliteJournal, body: dict[str, Any], status: int, reason: str
+) -> None:
+    subscriber(journal, "e1").announce(-1)
+    wait_queue(client, EDITABLE_QUEUE)
+    response = client.post(f"/queues/{EDITABLE_QUEUE}/clear", json=body)
+    assert response.status_code == status, response.text
+    assert reason in str(response.json()["detail"])
+    assert commands(journal) == []
 
 
 def test_a_clear_up_to_an_offset_skips_the_subscribers_already_past_it(

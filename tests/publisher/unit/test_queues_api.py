@@ -317,20 +317,34 @@ def clear_offset_of(journal: SqliteJournal, index: int) -> int | None:
     return records[index].offset if len(records) > index else None
 
 
-@pytest.mark.parametrize(
-    ("body", "status", "reason"),
-    [
-        ({"mode": "first"}, 400, "count"),
-        ({"mode": "first", "count": 0}, 422, "greater"),
-        ({"mode": "upTo"}, 400, "offset"),
-        ({"mode": "upTo", "offset": -1}, 422, "greater"),
-        ({"mode": "head", "count": 2}, 400, "neither"),
-        ({"mode": "first", "count": 1, "offset": 3}, 400, "not an offset"),
-        ({"mode": "upTo", "offset": 1, "count": 3}, 400, "not a count"),
-        ({"mode": "everything"}, 422, "head"),
-        ({}, 422, "mode"),
-    ],
-)
+def test_clear_first_without_a_count_clears_every_item(
+    client: TestClient, journal: SqliteJournal
+) -> None:
+    offsets = distribute(client, 3)
+    subscriber(journal, "c").announce(-1)
+    wait_queue(client, "c-subscriber", size=3)
+    response = client.post("/queues/c-subscriber/clear", json={"mode": "first"})
+    assert response.status_code == 200, response.text
+    assert (response.json()["removed"], response.json()["clearOffset"]) == (3, offsets[-1])
+    assert [c.clear_command.offset for c in commands(journal)] == [offsets[-1]]
+
+
+# Clears whose count or offset does not fit the mode: (body, status, part of the reason).
+BAD_CLEARS: list[tuple[dict[str, Any], int, str]] = [
+    ({"mode": "first", "count": 0}, 422, "greater"),
+    ({"mode": "upTo"}, 400, "needs an offset"),
+    ({"mode": "upTo", "offset": -1}, 422, "greater"),
+    ({"mode": "head", "count": 2}, 400, "neither"),
+    ({"mode": "all", "offset": 2}, 400, "neither"),
+    ({"mode": "first", "count": 1, "offset": 3}, 400, "not an offset"),
+    ({"mode": "first", "offset": 3}, 400, "not an offset"),
+    ({"mode": "upTo", "offset": 1, "count": 3}, 400, "not a count"),
+    ({"mode": "everything"}, 422, "head"),
+    ({}, 422, "mode"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "reason"), BAD_CLEARS)
 def test_bad_clear_requests(
     client: TestClient, journal: SqliteJournal, body: dict[str, Any], status: int, reason: str
 ) -> None:
