@@ -11,14 +11,12 @@ means no retry can help (the package is REMOVED_FAILED at once); anything else i
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from journal.content.package import ContentPackage
 from journal.wire import messages as m
 from runtime.errors import PermanentError, ScdError
-from subscriber.settings import SubscriberSettings
 
 ENTRY_POINT_GROUP = "scd.import_hooks"
 
@@ -74,9 +72,6 @@ class ImportHook(Protocol):
         the hook skips it). Raising never undoes nor repeats the import: the failure is
         logged, counted and reported."""
         return None
-
-
-HookFactory = Callable[[SubscriberSettings], ImportHook]
 
 
 class TransientHookFailure(ScdError):

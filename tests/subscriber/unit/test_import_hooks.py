@@ -21,6 +21,7 @@ from subscriber.hooks import (
     ImportHook,
     ImportHooks,
     ImportResult,
+    base,
     loading,
 )
 from subscriber.hooks.base import PermanentHookFailure, TransientHookFailure
@@ -208,6 +209,11 @@ def test_the_built_in_invalidation_hook_is_registered_by_name() -> None:
     hooks = loading.load_hooks(settings(import_hooks="invalidate"))
     assert list(hooks) == ["invalidate"]
     assert isinstance(hooks["invalidate"], InvalidationHook)
+
+
+def test_hooks_base_names_only_what_is_used() -> None:
+    """A factory is any callable the entry point names: base.py has no alias for its type."""
+    assert not hasattr(base, "HookFactory")
 
 
 def test_an_unknown_hook_name_stops_the_agent_at_construction(local_env: Env) -> None:
