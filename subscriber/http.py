@@ -29,15 +29,13 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from runtime.http_server import DEFAULT_HOST, AppServer, ServerError
+from runtime.http_server import DEFAULT_HOST, AppServer
 from subscriber.reads.api import ReadApi
 
 # The kernel's send buffer of a connection (it doubles the figure): what a reader that stops
 # reading a binary costs beyond one chunk, instead of the megabytes autotuning grows on
 # loopback. Still a full link for one reader: 512 KiB per round trip, 50 MB/s at 10 ms.
 SEND_BUFFER_BYTES = 256 * 1024
-# A port in use (or any start failure) of the health endpoint.
-HealthServerError = ServerError
 
 
 class CanaryWait(BaseModel):
@@ -106,7 +104,8 @@ def create_app(
 
 
 class HealthServer(AppServer):
-    """Serves create_app(...) on ``host:port`` (port 0 = any free port) in a thread."""
+    """Serves create_app(...) on ``host:port`` (port 0 = any free port) in a thread; a start
+    that fails (a port in use) raises runtime.http_server.ServerError."""
 
     def __init__(
         self,

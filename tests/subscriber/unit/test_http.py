@@ -8,7 +8,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from subscriber.http import Health, HealthServer, HealthServerError
+import subscriber.http
+from runtime.http_server import ServerError
+from subscriber.http import Health, HealthServer
 from subscriber.metrics import SubscriberMetrics
 
 
@@ -80,8 +82,13 @@ def test_port_in_use_fails_start_clearly(agent: FakeAgent) -> None:
         taken.listen(1)
         port = taken.getsockname()[1]
         server = HealthServer(agent.health, agent.check, agent.metrics.render, port=port)
-        with pytest.raises(HealthServerError, match=str(port)):
+        with pytest.raises(ServerError, match=str(port)):
             server.start()
+
+
+def test_start_failures_have_one_name() -> None:
+    """A failed start raises runtime.http_server.ServerError, under no second name."""
+    assert not hasattr(subscriber.http, "HealthServerError")
 
 
 def test_stop_releases_the_port(agent: FakeAgent) -> None:
