@@ -30,8 +30,10 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 30.0
 
 
-class HookTimeout(Exception):
+class HookTimeout(ScdError):
     """A hook call did not return in time (a transient failure: a retry may find it answering)."""
+
+    retriable = True
 
 
 class _Call:

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from blobstore.settings import BlobStoreSettings
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, ScdError
 from subscriber.writer.location import (
     ForeignStore,
     LocalStore,
@@ -74,8 +74,16 @@ LEASE_S3_ATTEMPTS = 2
 MAX_LEASE_BYTES = 4096
 
 
-class LeaseError(Exception):
-    """The lease object cannot be read or written (a retry may help) or holds no lease."""
+class LeaseError(ScdError):
+    """The lease object cannot be read or written: a retry may help."""
+
+    retriable = True
+
+
+class NotALease(LeaseError):
+    """The lease object holds no writer lease: reading it again finds the same bytes."""
+
+    retriable = False
 
 
 @dataclass(frozen=True)
@@ -91,14 +99,14 @@ class LeaseRecord:
     @classmethod
     def decode(cls, data: bytes) -> LeaseRecord:
         if len(data) > MAX_LEASE_BYTES:
-            raise LeaseError(f"lease object of {len(data)} bytes: not a writer lease")
+            raise NotALease(f"lease object of {len(data)} bytes: not a writer lease")
         try:
             raw = json.loads(data)
             return cls(
                 str(raw["owner"]), int(raw["epoch"]), int(raw["renewals"]), float(raw["ttl_s"])
             )
         except (ValueError, KeyError, TypeError) as exc:
-            raise LeaseError(f"unreadable writer lease: {exc}") from exc
+            raise NotALease(f"unreadable writer lease: {exc}") from exc
 
 
 class LeaseObject(Protocol):

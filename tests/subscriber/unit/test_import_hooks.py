@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from journal.wire import messages as m
-from runtime.errors import ConfigError, PermanentError
+from runtime.errors import ConfigError, PermanentError, ScdError
 from subscriber.agent import SubscriberAgent
 from subscriber.hooks import (
     ENTRY_POINT_GROUP,
@@ -26,6 +26,7 @@ from subscriber.hooks import (
 )
 from subscriber.hooks.base import PermanentHookFailure, TransientHookFailure
 from subscriber.hooks.invalidation import InvalidationHook
+from subscriber.hooks.runner import HookTimeout
 from subscriber.metrics import SubscriberMetrics
 from subscriber.settings import SubscriberSettings
 from subscriber.store.memory import MemoryStore
@@ -172,6 +173,18 @@ def test_a_hung_hook_fails_the_attempt_after_the_timeout_and_holds_one_thread() 
     hooks.pre(PKG)
     assert hung.calls == 2
     assert sample(metrics, "successes_total", "cdn", "pre") == 1
+
+
+def test_a_hook_timeout_is_a_retriable_scd_error() -> None:
+    hung = Hanging()
+    hooks = ImportHooks({"cdn": hung}, SubscriberMetrics("sub"), timeout_s=0.05)
+    with pytest.raises(TransientHookFailure) as failure:
+        hooks.pre(PKG)
+    hung.release.set()
+    timeout = failure.value.__cause__
+    assert isinstance(timeout, HookTimeout)
+    assert isinstance(timeout, ScdError)
+    assert timeout.retriable
 
 
 def test_a_hook_raising_a_base_exception_is_a_transient_failure_not_a_dead_thread() -> None:

@@ -7,13 +7,22 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import boto3
 import pytest
+from botocore.stub import Stubber
 
 from journal.wire import messages as m
+from runtime.errors import ScdError
 from subscriber.agent import SubscriberAgent
 from subscriber.store.memory import MemoryLease, MemoryStore
 from subscriber.writer.errors import WriterDeposed
-from subscriber.writer.lease import LeaseRecord, LocalLeaseObject, WriterLease
+from subscriber.writer.lease import (
+    LeaseError,
+    LeaseRecord,
+    LocalLeaseObject,
+    S3LeaseObject,
+    WriterLease,
+)
 from tests.subscriber.harness import Env
 from tests.subscriber.packages import node, package
 
@@ -43,6 +52,22 @@ def test_local_lease_object_swaps_only_the_version_read(tmp_path: Path) -> None:
     assert second is not None
     assert obj.swap(LeaseRecord("b", 2, 0, TTL_S), first) is None  # a stale version
     assert obj.read() == (LeaseRecord("a", 1, 1, TTL_S), second)
+
+
+def test_an_unreachable_lease_is_retriable_one_holding_no_lease_is_not() -> None:
+    client = boto3.client(
+        "s3", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s"
+    )
+    obj = S3LeaseObject(client, "bucket", "_scd_writer/lease.json")
+    with Stubber(client) as stub:
+        stub.add_client_error("get_object", "InternalError", http_status_code=500)
+        with pytest.raises(LeaseError) as unreachable:
+            obj.read()
+    assert isinstance(unreachable.value, ScdError)
+    assert unreachable.value.retriable
+    with pytest.raises(LeaseError) as garbage:  # the role's lease thread catches both
+        LeaseRecord.decode(b"not a lease")
+    assert not garbage.value.retriable
 
 
 def test_standby_takes_over_only_after_the_ttl_without_renewal() -> None:
