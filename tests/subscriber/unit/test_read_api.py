@@ -111,7 +111,8 @@ def raw_status(url: str, target: str) -> int:
 def test_a_subtree_page_by_page_in_path_order(served: tuple[str, MemoryStore]) -> None:
     url, store = served
     expected = sorted(n.path for n in store.nodes("/site"))
-    assert "/site/gone/orphan" in expected and "/site/gone" not in expected
+    assert "/site/gone/orphan" in expected
+    assert "/site/gone" not in expected
     seen: list[str] = []
     after: str | None = None
     pages = 0
@@ -130,7 +131,8 @@ def test_a_subtree_page_by_page_in_path_order(served: tuple[str, MemoryStore]) -
     assert seen == expected
     assert pages == len(expected) // 3 + 1
     whole = get(url, "/tree/").json()
-    assert [d["path"] for d in whole["nodes"]] == expected and whole["next"] is None
+    assert [d["path"] for d in whole["nodes"]] == expected
+    assert whole["next"] is None
     page = get(url, "/tree/site/page.html").json()
     assert page["nodes"][0]["properties"][NODE_TYPE] == FILE_TYPE
 
@@ -143,9 +145,7 @@ def test_a_shallow_tree_page_is_the_node_and_its_children(
     names = [d["path"].removeprefix("/site") for d in shallow["nodes"]]
     assert names == ["", *(f"/{c}" for c in get(url, "/content/site").json()["children"])]
     # A path whose node never existed still lists what lies below it.
-    assert [d["path"] for d in get(url, "/tree/site/gone").json()["nodes"]] == [
-        "/site/gone/orphan"
-    ]
+    assert [d["path"] for d in get(url, "/tree/site/gone").json()["nodes"]] == ["/site/gone/orphan"]
     assert get(url, "/tree/nowhere").json() == {"path": "/nowhere", "nodes": [], "next": None}
 
 
