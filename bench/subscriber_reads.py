@@ -58,15 +58,7 @@ from subscriber.store.commits import ObservedCommits
 from subscriber.store.memory import MemoryStore
 from subscriber.tree_reader import storage_options
 from tests.subscriber.packages import add, new_change_set, node
-
-
-class One:
-    def __init__(self, model: ReadModel) -> None:
-        self.model = model
-
-    def reader(self, agent: str | None) -> ReadModel:
-        assert agent is None, "one agent: its paths as they are"
-        return self.model
+from tests.subscriber.reads import OneModel
 
 
 class PooledReads(ReadApi):
@@ -310,7 +302,7 @@ def main() -> int:
     }
     blobs = LocalBlobStore(workdir / "blobs")
     binaries = add_binaries(model, store, blobs) if store is not None else []
-    api = ReadApi(One(model), blobs, None)
+    api = ReadApi(OneModel(model), blobs, None)
     health = Health(agent="bench", instance_id="i", processed_offset=0, state="IDLE")
     with HealthServer(lambda: health, lambda: (True, ""), lambda: b"", reads=api) as server:
         report["http"] = [
@@ -320,7 +312,7 @@ def main() -> int:
         if binaries:
             report["binaries"] = [binary_reads(server.url, path, size) for path, size in binaries]
         if args.wrk_rounds > 0:
-            pooled = PooledReads(One(model), blobs, None)
+            pooled = PooledReads(OneModel(model), blobs, None)
             with HealthServer(
                 lambda: health, lambda: (True, ""), lambda: b"", reads=pooled
             ) as baseline:

@@ -19,7 +19,6 @@ from blobstore.local import LocalBlobStore
 from journal.content.package import FILE_DATA, FILE_TYPE, NODE_TYPE, Binary, BlobRef, Node
 from subscriber.http import Health, HealthServer
 from subscriber.reads.api import ReadApi
-from subscriber.reads.model import ReadModel
 from subscriber.reads.sources import read_model
 from subscriber.settings import SubscriberSettings
 from subscriber.store.delta import DeltaStore
@@ -27,6 +26,7 @@ from subscriber.store.delta_maintenance import latest_version
 from tests import services
 from tests.services import S3Service, spark_jars
 from tests.subscriber.packages import add, file_node, new_change_set, node
+from tests.subscriber.reads import OneModel
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -45,18 +45,6 @@ def scd(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
     )
 
 
-class OneModel:
-    """The readers of a daemon of one agent, ``solo``."""
-
-    def __init__(self, model: ReadModel) -> None:
-        self.model = model
-
-    def reader(self, agent: str | None) -> ReadModel:
-        if agent not in (None, "solo"):
-            raise LookupError(f"no agent {agent!r} in this daemon")
-        return self.model
-
-
 def binary_node(path: str, ref: BlobRef) -> Node:
     n = Node(path=path)
     n.properties[NODE_TYPE].string_value = FILE_TYPE
@@ -64,12 +52,29 @@ def binary_node(path: str, ref: BlobRef) -> Node:
     return n
 
 
-def test_ls_cat_export(spark: Any, tmp_path: Path) -> None:
-    blobs = LocalBlobStore(tmp_path / "blobs")
+def big_and_bad(blobs: LocalBlobStore) -> tuple[Node, Node, BlobRef]:
+    """/site/big.bin, BIG in the blob store by reference, and /other/bad.bin: the same blob
+    under a reference claiming other bytes, never handed out as good; and BIG's reference."""
     ref = blobs.put_content_addressed(io.BytesIO(BIG), len(BIG))
     big = binary_node("/site/big.bin", BlobRef(key=ref.key, size=ref.size, sha256=ref.sha256))
-    # The same blob under a reference claiming other bytes: never handed out as good.
     bad = binary_node("/other/bad.bin", BlobRef(key=ref.key, size=ref.size, sha256="0" * 64))
+    return big, bad, BlobRef(key=ref.key, size=ref.size, sha256=ref.sha256)
+
+
+def local_env(store_path: Path, blobs: Path) -> dict[str, str]:
+    """A reader of a store in a directory, its blobs in a local blob store, no JVM."""
+    return {
+        **os.environ,
+        **NO_JVM,
+        "SCD_SUBSCRIBER_STORE_PATH": str(store_path),
+        "SCD_BLOB_BACKEND": "local",
+        "SCD_BLOB_LOCAL_ROOT": str(blobs),
+    }
+
+
+def test_ls_cat_export(spark: Any, tmp_path: Path) -> None:
+    blobs = LocalBlobStore(tmp_path / "blobs")
+    big, bad, ref = big_and_bad(blobs)
     store_path = tmp_path / "store"
     store = DeltaStore(spark, str(store_path))
     store.open()
@@ -81,13 +86,7 @@ def test_ls_cat_export(spark: Any, tmp_path: Path) -> None:
             ],
         )
     )
-    env = {
-        **os.environ,
-        **NO_JVM,
-        "SCD_SUBSCRIBER_STORE_PATH": str(store_path),
-        "SCD_BLOB_BACKEND": "local",
-        "SCD_BLOB_LOCAL_ROOT": str(tmp_path / "blobs"),
-    }
+    env = local_env(store_path, tmp_path / "blobs")
 
     listing = scd(env, "content", "ls", "/site", "--json")
     assert listing.returncode == 0, listing.stderr.decode()
@@ -133,9 +132,7 @@ def test_ls_cat_export_through_a_running_subscriber_s_read_api(spark: Any, tmp_p
     """`scd content --url`: the same output and checks as on the store, from a read API that
     serves the store (its read token from the environment), with no store or blob settings."""
     blobs = LocalBlobStore(tmp_path / "blobs")
-    ref = blobs.put_content_addressed(io.BytesIO(BIG), len(BIG))
-    big = binary_node("/site/big.bin", BlobRef(key=ref.key, size=ref.size, sha256=ref.sha256))
-    bad = binary_node("/other/bad.bin", BlobRef(key=ref.key, size=ref.size, sha256="0" * 64))
+    big, bad, _ = big_and_bad(blobs)
     store_path = tmp_path / "store"
     store = DeltaStore(spark, str(store_path))
     store.open()
@@ -148,13 +145,7 @@ def test_ls_cat_export_through_a_running_subscriber_s_read_api(spark: Any, tmp_p
             ],
         )
     )
-    on_store = {
-        **os.environ,
-        **NO_JVM,
-        "SCD_SUBSCRIBER_STORE_PATH": str(store_path),
-        "SCD_BLOB_BACKEND": "local",
-        "SCD_BLOB_LOCAL_ROOT": str(tmp_path / "blobs"),
-    }
+    on_store = local_env(store_path, tmp_path / "blobs")
     settings = SubscriberSettings(agent_name="solo", store_path=str(store_path))
     model = read_model(settings, store, tmp_path / "index", lambda: None)
     assert model is not None

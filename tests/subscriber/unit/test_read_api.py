@@ -22,26 +22,16 @@ from subscriber.http import Health, HealthServer
 from subscriber.reads.api import ReadApi
 from subscriber.reads.binaries import STREAM_CHUNK
 from subscriber.reads.documents import OFFSET_HEADER
-from subscriber.reads.model import ReadModel
 from subscriber.reads.sources import read_model
 from subscriber.settings import SubscriberSettings
 from subscriber.store.memory import MemoryStore
 from tests.subscriber.packages import add, file_node, new_change_set, node
+from tests.subscriber.reads import OneModel
 
 TOKEN = "read-secret"
 BIG = bytes(range(256)) * 4096 * 4  # 4 MiB
 IDLE_CONNECTIONS = 1000
 SLOW_READERS = 200
-
-
-class OneModel:
-    def __init__(self, model: ReadModel) -> None:
-        self.model = model
-
-    def reader(self, agent: str | None) -> ReadModel:
-        if agent not in (None, "solo"):
-            raise LookupError(f"no agent {agent!r} in this daemon")
-        return self.model
 
 
 def blob_node(path: str, blobs: LocalBlobStore, data: bytes, recorded: bytes | None = None) -> Node:
