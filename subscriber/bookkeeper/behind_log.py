@@ -105,6 +105,7 @@ class LogGaps:
         self._new_store = False  # a new store's start position, until the first record
         self._warned = False  # that the flag found no gap
         self._next = 0  # the offset the next polled record must have
+        self._earliest: int | None = None  # the log's earliest offset after the last fetch
         self._checked_at = 0.0
         self.start_offset = start_offset  # a new store's start; read by the health endpoint
         self._fixed_when = "at process start" if start_offset is not None else "as it opened"
@@ -147,13 +148,29 @@ class LogGaps:
         self._next = max(next_offset, earliest)
         return self._next
 
+    def fetched(self, offsets: list[int]) -> None:
+        """A fetch returned records at ``offsets`` (in order): when they skip offsets (each of
+        a publisher's transactions leaves a marker behind it), the log's earliest offset is
+        read once, now, for ``follows`` to tell markers from records deleted by retention.
+        Read after the fetch, it is at least what it was when the fetch ran (retention only
+        raises it): a hole it does not reach was markers then too. Once per fetch, not per
+        hole: a fetch of a transactional log has a hole behind every batch of records."""
+        expected = self._next
+        for offset in offsets:
+            if offset > expected:
+                self._earliest = self.journal.earliest_offset(self.topic)
+                return
+            expected = offset + 1
+
     def follows(self, offset: int) -> bool:
         """True when the record at ``offset`` is the next one; False at a gap before it
         (``pending``, for ``found``): nothing at or past a gap is imported before that."""
         if self.pending is not None:
             return False
         if offset > self._next:
-            earliest = self.journal.earliest_offset(self.topic)
+            earliest = self._earliest
+            if earliest is None:  # not fetched through ``fetched``
+                earliest = self.journal.earliest_offset(self.topic)
             if earliest > self._next:  # deleted by retention (markers may follow them)
                 self.pending = Gap(self._next, offset - 1)
                 return False

@@ -351,7 +351,9 @@ class ImportLoop:
         while len(polled) < limit and held < self.settings.batch_max_bytes:
             if not self._raw:
                 chunk = min(limit - len(polled), POLL_CHUNK)
-                self._raw.extend(self._consumer.poll(0.0 if polled else wait, max_records=chunk))
+                fetched = self._consumer.poll(0.0 if polled else wait, max_records=chunk)
+                self.gaps.fetched([r.offset for r in fetched])
+                self._raw.extend(fetched)
                 if not self._raw:
                     position = self._consumer.positions().get(0)
                     if position is not None:

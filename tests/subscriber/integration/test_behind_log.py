@@ -13,6 +13,7 @@ import pytest
 from blobstore.factory import open_blob_store
 from journal.factory import open_journal
 from subscriber.store.delta import DeltaStore
+from subscriber.store.memory import MemoryStore
 from tests.services import KafkaService
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
@@ -40,6 +41,32 @@ pytestmark = pytest.mark.integration
 def short_env(kafka_service: KafkaService, unique_name: str, tmp_path: Path) -> Iterator[Env]:
     with short_retention_env(kafka_service, unique_name, tmp_path) as env:
         yield env
+
+
+def test_markers_cost_one_look_at_the_log_s_start_per_fetch_not_one_per_package(
+    short_env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind every transaction of a leader there is a marker, so a hole: the import loop asks
+    the log's earliest offset once per fetch (a broker round trip on Kafka), not once per hole,
+    or a subscriber on a slow link imports one package per round trip and falls behind (the
+    embedded journal leaves no markers: Kafka only)."""
+    env = short_env
+    sent = [env.send(good(f"marked-{i}"), fenced=True) for i in range(40)]
+    assert sent[-1] - sent[0] > len(sent) - 1, "the fenced writer left no markers"
+    asked: list[str] = []
+    earliest = env.journal.earliest_offset
+
+    def counted(topic: str, partition: int = 0) -> int:
+        asked.append(topic)
+        return earliest(topic, partition)
+
+    monkeypatch.setattr(env.journal, "earliest_offset", counted)
+    agent = env.memory_agent(MemoryStore())
+    h.drive(agent, lambda: agent.processed_offset == sent[-1] or agent.state == "BEHIND_LOG")
+    assert agent.processed_offset == sent[-1], agent.ready()
+    package_topic = env.js.topics.package
+    # The start's look and one per fetch (a few): far fewer than one per package (40).
+    assert 1 <= asked.count(package_topic) <= len(sent) // 4, asked
 
 
 def test_a_delta_store_records_the_accepted_gap_in_its_history(
