@@ -139,9 +139,15 @@ def test_ls_cat_export_through_a_running_subscriber_s_read_api(spark: Any, tmp_p
     store.commit(
         new_change_set(
             [
-                add(0, "/site", node("/site", title="Site"), file_node("/site/a.txt", b"hi\n")),
-                add(1, "/site", big, node("/site/d/deep", n=3, ok=True)),
-                add(2, "/other", node("/other"), bad),
+                add(
+                    0,
+                    "/site",
+                    node("/site", title="Site"),
+                    file_node("/site/a.txt", b"hi\n"),
+                    big,
+                    node("/site/d/deep", n=3, ok="yes"),
+                ),
+                add(1, "/other", node("/other"), bad),
             ],
         )
     )
@@ -152,7 +158,7 @@ def test_ls_cat_export_through_a_running_subscriber_s_read_api(spark: Any, tmp_p
     model.start()
     assert model.wait_version(latest_version(spark, store.location), 60)
     api = ReadApi(OneModel(model), blobs, "read-secret")
-    health = Health(agent="solo", instance_id="i", processed_offset=2, state="IDLE")
+    health = Health(agent="solo", instance_id="i", processed_offset=1, state="IDLE")
     server = HealthServer(lambda: health, lambda: (True, "ok"), lambda: b"", reads=api)
     server.start()
     try:
