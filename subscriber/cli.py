@@ -79,27 +79,33 @@ def cmd_spark_archive(args: argparse.Namespace) -> int:
     return 0
 
 
-def _nodes(args: argparse.Namespace, stack: ExitStack) -> NodeSource:
-    """The content read: a running subscriber's read API (``--url``) or the store itself."""
+def _nodes(
+    args: argparse.Namespace, stack: ExitStack
+) -> tuple[NodeSource, SubscriberSettings | None]:
+    """The content read: a running subscriber's read API (``--url``, no settings needed) or the
+    store the settings name, and those settings."""
     if args.url:
         token = os.environ.get(READ_TOKEN_ENV) or None
-        return stack.enter_context(ReadApiSource(args.url, token, args.agent))
-    return _open_tree(_settings(args))
+        return stack.enter_context(ReadApiSource(args.url, token, args.agent)), None
+    settings = _settings(args)
+    return _open_tree(settings), settings
 
 
-def _blobs(args: argparse.Namespace, nodes: NodeSource, stack: ExitStack) -> BlobSource | None:
+def _blobs(
+    nodes: NodeSource, settings: SubscriberSettings | None, stack: ExitStack
+) -> BlobSource | None:
     """Where binaries are read: the read API that serves the nodes, or the blob store."""
     if isinstance(nodes, ReadApiSource):
         return nodes
-    settings = _settings(args)
-    if settings.blobstore is None:
+    if settings is None or settings.blobstore is None:
         return None
     return stack.enter_context(open_blob_store(settings.blobstore))
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
-        entries = list_tree(_nodes(args, stack), args.root, deep=not args.shallow)
+        nodes, _ = _nodes(args, stack)
+        entries = list_tree(nodes, args.root, deep=not args.shallow)
     if args.json:
         print(json.dumps([e.__dict__ for e in entries], indent=2))
         return 0
@@ -111,21 +117,21 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def cmd_cat(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
-        nodes = _nodes(args, stack)
+        nodes, settings = _nodes(args, stack)
         if args.properties:
             print(json.dumps(read_node(nodes, args.path), indent=2))
             return 0
-        with open_binary(nodes, _blobs(args, nodes, stack), args.path, args.property) as stream:
+        with open_binary(nodes, _blobs(nodes, settings, stack), args.path, args.property) as stream:
             shutil.copyfileobj(stream, sys.stdout.buffer)
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
-        nodes = _nodes(args, stack)
+        nodes, settings = _nodes(args, stack)
         report = export_tree(
             nodes,
-            _blobs(args, nodes, stack),
+            _blobs(nodes, settings, stack),
             args.root,
             Path(args.target),
             progress=ProgressBar("export"),

@@ -72,6 +72,14 @@ def _reflects(answer: Answer[Any]) -> dict[str, str]:
     return {OFFSET_HEADER: str(offset), VERSION_HEADER: str(answer.version)}
 
 
+def _json_answer(request: Request, value: Any, headers: dict[str, str]) -> Response:
+    """A JSON document, or for HEAD its headers alone."""
+    response = JSONResponse(value, headers=headers)
+    if request.method == "HEAD":
+        return Response(headers=dict(response.headers), media_type=response.media_type)
+    return response
+
+
 def _etag_matches(header: str | None, etag: str) -> bool:
     if header is None:
         return False
@@ -184,10 +192,7 @@ class ReadApi:
         headers = _reflects(answer)
         if answer.value is None:
             return _error(404, f"no node at {node_path}: never distributed, or deleted", headers)
-        response = JSONResponse(answer.value, headers=headers)
-        if request.method == "HEAD":
-            return Response(headers=dict(response.headers), media_type=response.media_type)
-        return response
+        return _json_answer(request, answer.value, headers)
 
     # ------------------------------------------------------------------ /tree
     async def tree(self, request: Request, path: str, agent: str | None = None) -> Response:
@@ -208,10 +213,7 @@ class ReadApi:
         if isinstance(read, Response):
             return read
         answer, _ = read
-        response = JSONResponse(answer.value, headers=_reflects(answer))
-        if request.method == "HEAD":
-            return Response(headers=dict(response.headers), media_type=response.media_type)
-        return response
+        return _json_answer(request, answer.value, _reflects(answer))
 
     # ------------------------------------------------------------------ /binaries
     async def binary(self, request: Request, path: str, agent: str | None = None) -> Response:

@@ -133,11 +133,7 @@ def tree_page(
 
 def checked_limit(raw: str | None) -> int:
     """``?limit`` of a tree page: 1 to MAX_NODES (the default); ValueError otherwise."""
-    if raw is None:
-        return MAX_NODES
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 4 or not 1 <= int(raw) <= MAX_NODES:
-        raise ValueError(f"limit must be an integer from 1 to {MAX_NODES}")
-    return int(raw)
+    return _bounded("limit", raw, 1, MAX_NODES, MAX_NODES, digits=4)
 
 
 def checked_path(raw: str) -> str:
@@ -148,8 +144,17 @@ def checked_path(raw: str) -> str:
 
 def checked_depth(raw: str | None) -> int:
     """``?depth``: 0 to MAX_DEPTH; ValueError otherwise."""
+    return _bounded("depth", raw, 0, MAX_DEPTH, 0, digits=3)
+
+
+def _bounded(name: str, raw: str | None, low: int, high: int, default: int, digits: int) -> int:
+    """A query parameter's integer in ``low``..``high`` (``default`` when absent), of at most
+    ``digits`` ASCII digits, so a hostile one is never parsed whole; ValueError otherwise."""
     if raw is None:
-        return 0
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 3 or int(raw) > MAX_DEPTH:
-        raise ValueError(f"depth must be an integer from 0 to {MAX_DEPTH}")
-    return int(raw)
+        return default
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > digits:
+        raise ValueError(f"{name} must be an integer from {low} to {high}")
+    value = int(raw)
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be an integer from {low} to {high}")
+    return value
