@@ -13,7 +13,7 @@ model is built from the table through delta-rs.
 With ``wrk`` installed (Debian's ``wrk``), ``wrk_reads`` loads the endpoint from C, so the
 clients are not the limit: 1 and 16 connections, random nodes, in rounds that alternate the
 product's endpoint (a node read in the event loop) with the baseline ``PooledReads`` (every read
-in the read pool, as before node reads moved to the event loop), side by side in one run.
+in the read pool, node reads too), side by side in one run.
 
     .venv/bin/python bench/subscriber_reads.py                  # JSON on stdout
     .venv/bin/python bench/subscriber_reads.py --store /tmp/scd-bigstore/store
