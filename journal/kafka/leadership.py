@@ -51,10 +51,13 @@ class KafkaLeadership(Leadership):
         return super().start(listener)
 
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Rebalances are rare: each is logged, so that a slow handover can be read afterwards.
+        log.info("%s: assigned %s", self.thread_name, [p.partition for p in partitions])
         if any(p.partition == 0 for p in partitions):
             self._set(True)
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("%s: revoked %s", self.thread_name, [p.partition for p in partitions])
         if any(p.partition == 0 for p in partitions):
             self._set(False)
 

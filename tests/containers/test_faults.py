@@ -365,7 +365,12 @@ def test_partition_of_the_leading_publisher_from_kafka(
     finally:
         direct.close()
         balanced.close()
-    assert "other_leads_s" in seen, f"{other} did not take the lead within the partition"
+    assert "other_leads_s" in seen, (
+        f"{other} did not take the lead within the partition; its log:\n"
+        + compose.logs(other, lines=200)
+        + f"\n{victim}'s log:\n"
+        + compose.logs(victim, lines=200)
+    )
     result = {
         "accepted_after_s": round(marker.started + marker.seconds - end, 1),
         "imported_after_s": imported,
