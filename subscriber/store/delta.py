@@ -68,15 +68,13 @@ log = logging.getLogger(__name__)
 # checkpoints took 1.6 s against 0.2 s, and set the p99 of a paced stream: bench/README.md). The
 # maintenance thread checkpoints instead (``checkpoint``, every IDLE_CHECKPOINT_COMMITS commits);
 # Delta's own interval is only a backstop for a store whose maintenance cannot run. Tables the
-# store creates, finds without the property, or finds with the store's earlier interval get it.
+# store creates or finds without the property get it.
 CHECKPOINT_INTERVAL = 1000
-EARLIER_CHECKPOINT_INTERVALS = ("100",)
 CHECKPOINT_PROPERTY = "delta.checkpointInterval"
 
 # The table is not partitioned: node rows and bookkeeping rows share files, told apart by the
 # ``kind`` column (and its file statistics). Partitioned by kind, every commit wrote a file per
-# kind it touched and replacing commits were slower (bench/README.md). Tables made partitioned
-# by an earlier scd keep their partitioning: Delta writes by the table's.
+# kind it touched and replacing commits were slower (bench/README.md).
 
 # Below this many rows a commit is written by one task: one file instead of one per core, and
 # no task to schedule for an empty slice. Large batches keep the parallel write.
@@ -272,13 +270,13 @@ class DeltaStore:
         self._count(1)
 
     def _default_checkpoint_interval(self) -> None:
-        """Give a table without a checkpoint interval the store's (a table made elsewhere), or
-        with an interval an earlier scd set; an interval its owner chose is left as it is."""
+        """Give a table without a checkpoint interval the store's (a table made elsewhere); an
+        interval its owner chose is left as it is."""
         from delta.tables import DeltaTable
 
         detail = DeltaTable.forPath(self.spark, self.location).detail().first()
         chosen = None if detail is None else (detail["properties"] or {}).get(CHECKPOINT_PROPERTY)
-        if chosen is not None and str(chosen) not in EARLIER_CHECKPOINT_INTERVALS:
+        if chosen is not None:
             return
         self.spark.sql(
             f"ALTER TABLE delta.`{self.location.replace('`', '``')}` "

@@ -16,7 +16,6 @@ from subscriber.store.current_tree import current_nodes_sql
 from subscriber.store.delta import (
     CHECKPOINT_INTERVAL,
     CHECKPOINT_PROPERTY,
-    EARLIER_CHECKPOINT_INTERVALS,
     DeltaStore,
 )
 from subscriber.store.rows import SCHEMA, node_row, rows_frame
@@ -223,23 +222,14 @@ def test_an_existing_table_gets_the_interval_unless_its_owner_chose_one(
     spark: Any, tmp_path: Path
 ) -> None:
     bare = str(tmp_path / "bare")
-    rows_frame(spark, []).write.format("delta").partitionBy("kind").save(bare)
+    rows_frame(spark, []).write.format("delta").save(bare)
     DeltaStore(spark, bare).open()
     assert _checkpoint_interval(spark, bare) == str(CHECKPOINT_INTERVAL)
 
     chosen = str(tmp_path / "chosen")
-    rows_frame(spark, []).write.format("delta").partitionBy("kind").option(
-        CHECKPOINT_PROPERTY, "7"
-    ).save(chosen)
+    rows_frame(spark, []).write.format("delta").option(CHECKPOINT_PROPERTY, "7").save(chosen)
     DeltaStore(spark, chosen).open()
     assert _checkpoint_interval(spark, chosen) == "7"
-
-    earlier = str(tmp_path / "earlier")  # the interval an earlier scd gave its tables
-    rows_frame(spark, []).write.format("delta").partitionBy("kind").option(
-        CHECKPOINT_PROPERTY, EARLIER_CHECKPOINT_INTERVALS[0]
-    ).save(earlier)
-    DeltaStore(spark, earlier).open()
-    assert _checkpoint_interval(spark, earlier) == str(CHECKPOINT_INTERVAL)
 
 
 def _partition_columns(spark: Any, location: str) -> list[str]:
@@ -250,24 +240,10 @@ def _partition_columns(spark: Any, location: str) -> list[str]:
     return list(detail["partitionColumns"])
 
 
-def test_new_tables_are_unpartitioned_and_tables_partitioned_by_kind_keep_working(
-    spark: Any, tmp_path: Path
-) -> None:
-    """scd once partitioned the table by kind: such a table keeps its layout and imports on."""
+def test_new_tables_are_unpartitioned(spark: Any, tmp_path: Path) -> None:
     fresh = DeltaStore(spark, str(tmp_path / "fresh"))
     fresh.open()
     assert _partition_columns(spark, fresh.location) == []
-
-    old = str(tmp_path / "old")
-    rows_frame(spark, []).write.format("delta").partitionBy("kind").save(old)
-    store = DeltaStore(spark, old)
-    store.open()
-    store.commit(new_change_set([add(0, "/a", node("/a")), add(1, "/b", node("/b"))]))
-    store.commit(new_change_set([add(2, "/a", node("/a")), delete(3, "/b")]))
-    assert _partition_columns(spark, old) == ["kind"]
-    reopened = DeltaStore(spark, old)
-    assert reopened.open().offset == 3
-    assert [(n.path, n.offset) for n in reopened.nodes("/")] == [("/a", 2)]
 
 
 def test_claimed_stores_in_one_session_and_a_deposed_writer(spark: Any, tmp_path: Path) -> None:
