@@ -98,7 +98,7 @@ class SubscriberAgent:
         verifier = verifier_from_settings(settings)  # a bad key stops the start here
         limits = rules.ContentLimits(max_package_bytes=settings.max_package_bytes)
         status = MessageSender(journal, self.topics.status)
-        self.clears = Commands(
+        self.commands = Commands(
             self.name,
             lambda: self.instance_id,
             settings.pub_agents,
@@ -123,13 +123,13 @@ class SubscriberAgent:
             lambda: self.instance_id,
             lambda: (self.processed_offset, self.retries),
             lambda latest: self.loop.unread(latest),
-            lambda: self.clears.paused,
+            lambda: self.commands.paused,
             lambda: dict(self.store.state.sequences) if self.store.state is not None else {},
             self.metrics,
             self.readiness,
             self._stop,
         )
-        self.clears.on_pause_stored = self.announcer.now.set
+        self.commands.on_pause_stored = self.announcer.now.set
         self.staging: StagedImport | None = None
         if settings.staged_after:
             canaries = CanaryStatuses(
@@ -139,7 +139,7 @@ class SubscriberAgent:
                 self.metrics,
             )
             self.staging = StagedImport(
-                canaries, self.clears, settings.staged_wait_s, self.metrics, self._stop
+                canaries, self.commands, settings.staged_wait_s, self.metrics, self._stop
             )
             self.staging.on_change = self.announcer.now.set
             self.announcer.canaries = self.staging.canaries
@@ -148,7 +148,7 @@ class SubscriberAgent:
             journal,
             self.store,
             RecordDecoder(self.topics.package, settings.pub_agents, blobs, limits, verifier),
-            self.clears,
+            self.commands,
             self.bookkeeping,
             FailureReporter(
                 self.name,
@@ -168,7 +168,7 @@ class SubscriberAgent:
             self.staging,
             commit_slots,
         )
-        self._commands: MessagePoller | None = None
+        self._command_poller: MessagePoller | None = None
         self._statuses: MessagePoller | None = None
         # The read model of the store (subscriber.reads), served by the daemon's endpoint.
         self.reads: ReadModel | None = None
@@ -204,14 +204,14 @@ class SubscriberAgent:
         elif not self.loop.opened:
             self.open()
         self.supervisor.spawn(f"{self.name}-announce", self.announcer.run)
-        self._commands = MessagePoller(
+        self._command_poller = MessagePoller(
             self.journal,
             self.topics.command,
             Position.earliest(),
-            {m.CommandMessage: self.clears.on_command},
+            {m.CommandMessage: self.commands.on_command},
             name=f"{self.name}-commands",
         ).start()
-        self.supervisor.watch(self._commands.thread)
+        self.supervisor.watch(self._command_poller.thread)
         if self.staging is not None:  # from the earliest: the canaries' statuses so far
             self._statuses = MessagePoller(
                 self.journal,
@@ -230,8 +230,8 @@ class SubscriberAgent:
         """Stop after the current commit (an import in progress is finished or not started)."""
         self._stop.set()
         self.announcer.now.set()
-        if self._commands is not None:
-            self._commands.stop()
+        if self._command_poller is not None:
+            self._command_poller.stop()
         if self._statuses is not None:
             self._statuses.stop()
         self.supervisor.stop(timeout_s)
@@ -272,7 +272,7 @@ class SubscriberAgent:
             return "BEHIND_LOG"
         if self.loop.sequences.gap is not None:
             return "SEQUENCE_GAP"
-        if self.clears.paused:
+        if self.commands.paused:
             return "PAUSED"
         staged = self.staging.state if self.staging is not None else None
         if staged is not None:

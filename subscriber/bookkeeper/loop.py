@@ -84,7 +84,7 @@ class ImportLoop:
         journal: Journal,
         store: Store,
         decoder: RecordDecoder,
-        clears: Commands,
+        commands: Commands,
         bookkeeping: Bookkeeping,
         reporter: FailureReporter,
         metrics: SubscriberMetrics,
@@ -101,7 +101,7 @@ class ImportLoop:
         self.journal = journal
         self.store = store
         self.decoder = decoder
-        self.clears = clears
+        self.commands = commands
         self.bookkeeping = bookkeeping
         self.reporter = reporter
         self.metrics = metrics
@@ -119,7 +119,7 @@ class ImportLoop:
         self.retries = Retries(
             RetryPolicy(settings.retry_initial_s, settings.retry_max_s, settings.max_retries),
             editable=settings.editable,
-            clears=clears,
+            commands=commands,
             reporter=reporter,
             metrics=metrics,
             readiness=readiness,
@@ -130,7 +130,7 @@ class ImportLoop:
         self.triage = Triage(
             settings,
             decoder,
-            clears,
+            commands,
             self.retries,
             reporter,
             metrics,
@@ -280,7 +280,7 @@ class ImportLoop:
     def run_once(self) -> int:
         """Poll and import one batch; returns the number of records handled."""
         assert self.opened, "open() the agent first"
-        self.clears.persist()
+        self.commands.persist()
         if self._hold():
             return 0
         if self._consumer is None:  # behind the log
@@ -317,7 +317,7 @@ class ImportLoop:
 
     def _hold(self) -> bool:
         """True while paused (after waiting a poll's time); reads on after a resume."""
-        if self.clears.paused:
+        if self.commands.paused:
             if not self._holding:
                 self.close()  # what was read ahead is read again after the resume
                 self._holding = True
@@ -394,8 +394,8 @@ class ImportLoop:
         if self.staging is None or message is None or not self.staging.gated(decoded):
             return changes
         agent, offset, number = message.pub_agent_name, record.offset, message.sequence
-        if self.clears.cleared(agent, offset, number) or (
-            self.staging.statuses.verdict(agent, offset).open and not self.clears.paused
+        if self.commands.cleared(agent, offset, number) or (
+            self.staging.statuses.verdict(agent, offset).open and not self.commands.paused
         ):
             return changes
         self._commit_or_retry(changes)  # what came before it is not held back with it

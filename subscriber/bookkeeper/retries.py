@@ -66,7 +66,7 @@ class Retries:
         policy: RetryPolicy,
         *,
         editable: bool,
-        clears: Commands,
+        commands: Commands,
         reporter: FailureReporter,
         metrics: SubscriberMetrics,
         readiness: Readiness,
@@ -75,7 +75,7 @@ class Retries:
     ) -> None:
         self.policy = policy
         self.editable = editable
-        self.clears = clears
+        self.commands = commands
         self.reporter = reporter
         self.metrics = metrics
         self.readiness = readiness
@@ -142,12 +142,12 @@ class Retries:
         while True:
             if self.stop.is_set():
                 return False
-            self.clears.persist()
-            if self.clears.cleared(pub_agent, offset, sequence):
+            self.commands.persist()
+            if self.commands.cleared(pub_agent, offset, sequence):
                 log.info("offset %d cleared while being retried", offset)
                 return False
             left = deadline - time.monotonic()
-            if self.clears.paused:
+            if self.commands.paused:
                 left = WAIT_STEP_S
             elif left <= 0:
                 return True

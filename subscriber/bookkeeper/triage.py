@@ -30,7 +30,7 @@ class Triage:
         self,
         settings: SubscriberSettings,
         decoder: RecordDecoder,
-        clears: Commands,
+        commands: Commands,
         retries: Retries,
         reporter: FailureReporter,
         metrics: SubscriberMetrics,
@@ -40,7 +40,7 @@ class Triage:
     ) -> None:
         self.settings = settings
         self.decoder = decoder
-        self.clears = clears
+        self.commands = commands
         self.retries = retries
         self.reporter = reporter
         self.metrics = metrics
@@ -79,7 +79,7 @@ class Triage:
         number = 0 if decoded.permanent else message.sequence
         if not self.sequences.admit(agent, number, offset, changes.sequences if changes else {}):
             return Unit(offset, agent, message.pkg_id, m.ReqType.TEST)
-        if self.clears.cleared(agent, offset, number):
+        if self.commands.cleared(agent, offset, number):
             self.retries.cleared += 1
             status = m.Status.REMOVED if self.settings.editable else None
             return Unit(

@@ -165,7 +165,7 @@ def send_clear(env: Env, agent: SubscriberAgent, commands: Sequencer, clear: m.C
         return m.encode(command)
 
     at = commands.send(numbered, key=agent.name.encode())
-    agent.clears.on_command(command, read_record(env, env.js.topics.command, at))
+    agent.commands.on_command(command, read_record(env, env.js.topics.command, at))
     return at
 
 
@@ -177,15 +177,15 @@ def copied_clear_command(env: Env, make_agent: MakeAgent, **store: Any) -> None:
         wait_for(lambda: answers(env, env.js.topics.command), 30, "the command topic has a leader")
         latest = env.journal.latest_offset(env.js.topics.package)
         original = send_clear(env, agent, commands, m.ClearCommand(offset=latest + 1))
-        agent.clears.persist()  # beyond the log's end: refused
+        agent.commands.persist()  # beyond the log's end: refused
         offsets = [
             env.send(package(f"c{i}", ADD, [(f"/c/{i}", True)], [node(f"/c/{i}")]))
             for i in range(3)
         ]
         copy = Publisher(env).copy(env.js.topics.command, original)
         copied = read_record(env, env.js.topics.command, copy)
-        agent.clears.on_command(m.decode(copied.headers, copied.value), copied)  # type: ignore[arg-type]
-        agent.clears.persist()
+        agent.commands.on_command(m.decode(copied.headers, copied.value), copied)  # type: ignore[arg-type]
+        agent.commands.persist()
         assert agent.store.state is not None
         assert agent.store.state.clear_offset(h.PUB) == -1
         assert replays(agent, "command") == 1
@@ -208,7 +208,7 @@ def clear_by_sequence(env: Env, make_agent: MakeAgent, **store: Any) -> None:
 
         def clear(offset: int, number: int) -> None:
             send_clear(env, agent, commands, m.ClearCommand(offset=offset, sequence=number))
-            agent.clears.persist()
+            agent.commands.persist()
 
         # By offset it would clear all four packages; by number, the first two.
         clear(offsets[3], 2)
