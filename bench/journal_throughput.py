@@ -4,7 +4,7 @@ Prints one JSON document (progress goes to stderr). Variants, measured in the sa
 interleaved round by round so that machine noise spreads over all of them:
 
 * ``bare_kafka``: confluent-kafka directly, with the producer settings of KafkaJournal;
-* ``journal_kafka``: KafkaJournal (``send_async`` + ``flush``, ``consumer().poll``);
+* ``journal_kafka``: KafkaJournal (``start_send`` + ``finish_send`` of each, ``consumer().poll``);
 * ``journal_sqlite``: SqliteJournal, the same loops on a file in a temporary directory.
 
 Then the synchronous ``send()`` path (one record at a time, waiting for its acknowledgement),
@@ -264,8 +264,9 @@ def run_bare_kafka(s: Settings, admin: KafkaJournal) -> Run:
 def journal_loops(journal: Journal, topic: str, s: Settings) -> Run:
     payload = s.payload
     clock = Clock()
-    pending = [journal.send_async(topic, payload) for _ in range(s.messages)]
-    journal.flush()
+    pending = [journal.start_send(topic, payload) for _ in range(s.messages)]
+    for sent in pending:
+        journal.finish_send(sent)
     send = clock.sample()
     failed = [p for p in pending if not p.done or p.error is not None]
     if failed:

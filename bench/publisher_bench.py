@@ -271,6 +271,7 @@ def bench_bare_kafka(
 
 def fill_journal(journal: SqliteJournal, topic: str, entries: int) -> None:
     sender = MessageSender(journal, topic)
+    pending = []
     for i in range(entries):
         message = PackageMessage(
             pub_sling_id="pub",
@@ -282,8 +283,9 @@ def fill_journal(journal: SqliteJournal, topic: str, entries: int) -> None:
             created_ms=1_700_000_000_000 + i,
         )
         message.paths.append(f"/content/site/en/section-{i % 97}/page-{i}")
-        sender.send_async(message)
-    journal.flush()
+        pending.append(sender.start_send(message))
+    for sent in pending:
+        journal.finish_send(sent)
 
 
 def structural_bytes(cache: QueueCache) -> int:

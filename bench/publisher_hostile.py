@@ -246,6 +246,7 @@ def forge_announcements(journal_path: Path, count: int) -> None:
     journal = SqliteJournal(journal_path)
     try:
         sender = MessageSender(journal, TopicSettings().discovery)
+        pending = []
         for _ in range(count):
             message = DiscoveryMessage(
                 sub_sling_id=str(uuid.uuid4()),
@@ -253,8 +254,9 @@ def forge_announcements(journal_path: Path, count: int) -> None:
                 subscriber_configuration=SubscriberConfiguration(editable=True, max_retries=-1),
             )
             message.subscriber_state.append(SubscriberState(pub_agent_name="publish", offset=-1))
-            sender.send_async(message, key="subscriber")
-        journal.flush()
+            pending.append(sender.start_send(message, key="subscriber"))
+        for sent in pending:
+            journal.finish_send(sent)
     finally:
         journal.close()
 

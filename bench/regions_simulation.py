@@ -82,6 +82,7 @@ def log(message: str) -> None:
 
 def fill_journal(journal: SqliteJournal, topic: str, entries: int) -> None:
     sender = MessageSender(journal, topic)
+    pending = []
     for i in range(entries):
         message = PackageMessage(
             pub_sling_id="pub",
@@ -94,8 +95,9 @@ def fill_journal(journal: SqliteJournal, topic: str, entries: int) -> None:
         )
         message.paths.append(f"/content/site/page-{i}")
         message.sequence = i + 1  # the package at offset i, as journal/sequence.py numbers it
-        sender.send_async(message)
-    journal.flush()
+        pending.append(sender.start_send(message))
+    for sent in pending:
+        journal.finish_send(sent)
 
 
 def announcement(i: int, offset: int, sequence: int = 0) -> tuple[bytes, dict[str, str]]:

@@ -216,9 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         pending = []
         for planned in stream.packages:
             value, headers = workload.package_message(planned)
-            pending.append(client.send_async(journal.topics.package, value, headers=headers))
-        client.flush()
-        last = max(p.result() for p in pending)
+            pending.append(client.start_send(journal.topics.package, value, headers=headers))
+        last = max(client.finish_send(p) for p in pending)
     jars = spark_jars()
     runs = []
     with tempfile.TemporaryDirectory(prefix="scd-bench-agents-") as tmp:

@@ -239,9 +239,8 @@ def send_all(journal: Journal, topic: str, stream: workload.Workload) -> list[in
     pending = []
     for planned in stream.packages:
         value, headers = workload.package_message(planned)
-        pending.append(journal.send_async(topic, value, headers=headers))
-    journal.flush()
-    return [p.result() for p in pending]
+        pending.append(journal.start_send(topic, value, headers=headers))
+    return [journal.finish_send(p) for p in pending]
 
 
 def machine_cpu_seconds() -> float:

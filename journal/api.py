@@ -140,8 +140,8 @@ class PendingSend:
         self.offset: int | None = None
         self.partition: int | None = None
         self.error: Exception | None = None
-        # time.monotonic() by which a start_send's record is acknowledged or failed (None:
-        # send_async, the journal's own send timeout counts from the wait).
+        # time.monotonic() by which a start_send's record is acknowledged or failed (None: the
+        # journal's own send timeout counts from finish_send).
         self.deadline = deadline
 
     @property
@@ -153,7 +153,7 @@ class PendingSend:
         if self.error is not None:
             raise self.error
         if self.offset is None:
-            raise RuntimeError("send not acknowledged yet: call Journal.flush() first")
+            raise RuntimeError("send not acknowledged yet: call Journal.finish_send() first")
         return self.offset
 
 
@@ -229,21 +229,6 @@ class Journal(abc.ABC):
     def max_message_bytes(self, topic: str) -> int:
         """The topic's record size limit, as enforced before sending."""
 
-    @abc.abstractmethod
-    def send_async(
-        self,
-        topic: str,
-        value: bytes,
-        *,
-        key: bytes | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> PendingSend:
-        """Queue a record; its offset is known once acknowledged (see ``flush``)."""
-
-    @abc.abstractmethod
-    def flush(self, timeout_s: float | None = None) -> None:
-        """Wait until every queued record is acknowledged or failed (raises on timeout)."""
-
     def send(
         self,
         topic: str,
@@ -255,6 +240,7 @@ class Journal(abc.ABC):
         """Send one record and wait until it is durably on the log; returns its offset."""
         return self.finish_send(self.start_send(topic, value, key=key, headers=headers))
 
+    @abc.abstractmethod
     def start_send(
         self,
         topic: str,
@@ -264,8 +250,8 @@ class Journal(abc.ABC):
         headers: Mapping[str, str] | None = None,
     ) -> PendingSend:
         """The first half of ``send``: queue the record, its send timeout starting now. Records
-        queued one after the other on one partition reach the log in that order."""
-        return self.send_async(topic, value, key=key, headers=headers)
+        queued one after the other on one partition reach the log in that order. Many records
+        queued before the first ``finish_send`` are sent together (a bulk send)."""
 
     @abc.abstractmethod
     def finish_send(self, pending: PendingSend) -> int:

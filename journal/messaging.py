@@ -57,9 +57,10 @@ class MessageSender:
             self.topic, value, key=key.encode() if key is not None else None, headers=headers
         )
 
-    def send_async(self, message: Message, key: str | None = None) -> PendingSend:
+    def start_send(self, message: Message, key: str | None = None) -> PendingSend:
+        """Queue ``message`` (Journal.start_send); ``Journal.finish_send`` waits for it."""
         value, headers = self.encode(message)
-        return self.journal.send_async(
+        return self.journal.start_send(
             self.topic, value, key=key.encode() if key is not None else None, headers=headers
         )
 

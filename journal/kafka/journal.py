@@ -57,7 +57,7 @@ DEFAULT_SEND_TIMEOUT_S = 30.0
 # Admin and metadata calls (create topics, offsets): a reachable broker answers in
 # milliseconds; 10 s leaves room for a slow start without hanging a caller for long.
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
-# linger.ms: wait up to 5 ms to batch records sent with send_async(); halves per-record
+# linger.ms: wait up to 5 ms to batch records queued with start_send(); halves per-record
 # overhead under load. A synchronous send() flushes, so it never waits for the linger.
 PRODUCER_LINGER_MS = 5
 # How long produce() waits in total for room in librdkafka's local queue before failing.
@@ -262,16 +262,6 @@ class KafkaJournal(Journal):
         within a partition, retries included."""
         return self._send(topic, value, key, headers, time.monotonic() + self.send_timeout_s)
 
-    def send_async(
-        self,
-        topic: str,
-        value: bytes,
-        *,
-        key: bytes | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> PendingSend:
-        return self._send(topic, value, key, headers, None)
-
     def _send(
         self,
         topic: str,
@@ -320,7 +310,7 @@ class KafkaJournal(Journal):
         # librdkafka fails the record itself after message.timeout.ms; the margin only covers
         # delivery-report latency.
         timeout_at = pending.deadline
-        if timeout_at is None:  # send_async: the send timeout counts from now
+        if timeout_at is None:  # none given: the send timeout counts from now
             timeout_at = time.monotonic() + self.send_timeout_s
         deadline = timeout_at + ACK_MARGIN_S
         pending.acked = threading.Event()
@@ -356,7 +346,7 @@ class KafkaJournal(Journal):
             return False
         try:
             # flush() sends at once instead of waiting out linger.ms: a synchronous send pays
-            # only the broker round trip, while bulk send_async() traffic still batches.
+            # only the broker round trip, while bulk start_send() traffic still batches.
             self.producer.flush(timeout_s)
         finally:
             self._serving.release()
@@ -369,17 +359,6 @@ class KafkaJournal(Journal):
             if not other.done and other.acked is not None:
                 other.acked.set()
                 return
-
-    def flush(self, timeout_s: float | None = None) -> None:
-        if self._producer is None:
-            return
-        timeout = self.send_timeout_s + ACK_MARGIN_S if timeout_s is None else timeout_s
-        remaining = self._producer.flush(timeout)
-        if remaining:
-            raise JournalUnavailable(
-                f"{remaining} records not acknowledged by Kafka at {self.bootstrap_servers} "
-                f"within {timeout} s"
-            )
 
     # ------------------------------------------------------------------ offsets
     def _watermarks(

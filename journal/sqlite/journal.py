@@ -155,7 +155,7 @@ class SqliteJournal(Journal):
     def max_message_bytes(self, topic: str) -> int:
         return min(self._topic(topic)[2], self.default_max_message_bytes)
 
-    def send_async(
+    def start_send(
         self,
         topic: str,
         value: bytes,
@@ -168,7 +168,7 @@ class SqliteJournal(Journal):
             self._queue.append(item)
             full = len(self._queue) >= AUTO_FLUSH_RECORDS
         if full:
-            self.flush()
+            self._flush()
         return item.pending
 
     def _queued(
@@ -186,12 +186,12 @@ class SqliteJournal(Journal):
         # One flush commits every record queued so far: concurrent senders share the commit.
         if not pending.done:
             try:
-                self.flush()
+                self._flush()
             except JournalError as exc:
                 pending.error = pending.error or exc
         return pending.result()
 
-    def flush(self, timeout_s: float | None = None) -> None:  # noqa: ARG002 -- Journal API
+    def _flush(self) -> None:
         with self._lock:
             batch, self._queue = self._queue, []
             if not batch:
@@ -325,7 +325,7 @@ class SqliteJournal(Journal):
 
     def close(self) -> None:
         try:
-            self.flush()
+            self._flush()
         finally:
             self._conn.close()
 

@@ -726,12 +726,11 @@ def send_records(journal: Journal, topics: Mapping[str, str], records: Iterable[
     """Write ``records`` through the journal API (``topics``: name per kind); returns how many
     were written."""
     pending = [
-        journal.send_async(topics[g.kind], g.value, key=g.key, headers=g.text_headers() or None)
+        journal.start_send(topics[g.kind], g.value, key=g.key, headers=g.text_headers() or None)
         for g in records
     ]
-    journal.flush()
     for p in pending:
-        p.result()
+        journal.finish_send(p)
     return len(pending)
 
 

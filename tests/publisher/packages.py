@@ -38,6 +38,5 @@ def put_packages(
     journal: Journal, count: int, topic: str = PACKAGE_TOPIC, **kw: object
 ) -> list[int]:
     sender = MessageSender(journal, topic)
-    pending = [sender.send_async(package_message(**kw)) for _ in range(count)]  # type: ignore[arg-type]
-    journal.flush()
-    return [p.result() for p in pending]
+    pending = [sender.start_send(package_message(**kw)) for _ in range(count)]  # type: ignore[arg-type]
+    return [journal.finish_send(p) for p in pending]
