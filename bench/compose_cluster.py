@@ -1,7 +1,7 @@
 """The compose cluster's start-up and footprint: one JSON document on stdout.
 
-    .venv/bin/python bench/compose_cluster.py                  up with the images built
-    .venv/bin/python bench/compose_cluster.py --from-scratch   first without any image
+    .venv/bin/python -m bench.compose_cluster                  up with the images built
+    .venv/bin/python -m bench.compose_cluster --from-scratch   first without any image
 
 * ``up_from_scratch``: with --from-scratch, the cluster's images, the base image, the build
   cache (cache mounts included) and deploy/docker.sh's .deb cache are deleted first, then

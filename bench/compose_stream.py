@@ -11,8 +11,8 @@ the kernel's), so the difference needs no clock sync. Packages are the end-to-en
 workload (tests/e2e/workload.py, same seed for both): mixed ADD and DELETE of a small tree,
 some with large binaries, some spilled.
 
-    .venv/bin/python bench/compose_stream.py                        # 1,000 packages each
-    .venv/bin/python bench/compose_stream.py --packages 100 --rate 5  # smoke run
+    .venv/bin/python -m bench.compose_stream                        # 1,000 packages each
+    .venv/bin/python -m bench.compose_stream --packages 100 --rate 5  # smoke run
 
 The compose cluster is started if it is not running (and stopped again afterwards); while the
 native cluster runs, a compose cluster that was already running is paused, so that the two do
@@ -39,8 +39,7 @@ from typing import Any
 import boto3
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+from runtime.stats import percentile
 from tests import services
 from tests.cluster_script import ClusterScript, group_members
 from tests.containers import checks
@@ -66,13 +65,6 @@ MIB = 1024 * 1024
 
 def log(text: str) -> None:
     print(f"[compose_stream] {text}", file=sys.stderr, flush=True)
-
-
-def percentile(values: list[float], pct: float) -> float:
-    """Nearest-rank percentile (as in bench/subscriber_latency.py)."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(pct / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
 
 
 @dataclass

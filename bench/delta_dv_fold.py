@@ -11,7 +11,7 @@ time, the bytes it wrote, a count of the current tree afterwards (timed: the rea
 deletion vectors) and that both variants leave the same tree; an error is reported as it came
 (with delta-spark 4.0.1 the MERGE fails on the store's ``path`` column).
 
-    .venv/bin/python bench/delta_dv_fold.py --store /tmp/big --pages 20000 --packages 40
+    .venv/bin/python -m bench.delta_dv_fold --store /tmp/big --pages 20000 --packages 40
 
 JSON on stdout, progress on stderr. bench/engines.py runs it under two Delta versions.
 """
@@ -30,8 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import subscriber_bigstore as big
-
+from bench import subscriber_bigstore as big
 from subscriber.maintenance import MaintenancePolicy
 from subscriber.store.current_tree import current_nodes_sql, folded_rows_sql
 from subscriber.store.delta import DeltaStore

@@ -19,10 +19,10 @@ benches that change the store they measure (``subscriber_bigstore.py measure``).
 (``spark.databricks.delta.properties.defaults.enableDeletionVectors``); ``--dv-store SRC``: the
 store that side copies (one generated with deletion vectors on), else ``--copy-store``'s.
 
-    .venv/bin/python bench/engines.py --other-venv /tmp/engines/venv-new --rounds 2 -- \\
-        bench/subscriber_import.py --packages 1000 --latency-seconds 20
-    .venv/bin/python bench/engines.py --other-venv /tmp/engines/venv-new --rounds 2 \\
-        --copy-store /tmp/big -- bench/subscriber_bigstore.py measure --store {store} --pages 20000
+    .venv/bin/python -m bench.engines --other-venv /tmp/engines/venv-new --rounds 2 -- \\
+        -m bench.subscriber_import --packages 1000 --latency-seconds 20
+    .venv/bin/python -m bench.engines --other-venv /tmp/engines/venv-new --rounds 2 \\
+        --copy-store /tmp/big -- -m bench.subscriber_bigstore measure --store {store} --pages 20000
 
 JSON on stdout, progress (and the benches' own) on stderr.
 """

@@ -10,8 +10,8 @@ interleaved round by round so that machine noise spreads over all of them:
 Then the synchronous ``send()`` path (one record at a time, waiting for its acknowledgement),
 which is what the publisher does per request, with fewer records since it is latency bound.
 
-    python bench/journal_throughput.py --bootstrap 127.0.0.1:29092
-    python bench/journal_throughput.py --messages 200 --rounds 1 --backends sqlite
+    .venv/bin/python -m bench.journal_throughput --bootstrap 127.0.0.1:29092
+    .venv/bin/python -m bench.journal_throughput --messages 200 --rounds 1 --backends sqlite
 
 See bench/README.md for what is compared and the targets.
 """
@@ -38,8 +38,8 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import KafkaError, Message, Producer, TopicPartition
-from kafka_broker import resolve_bootstrap
 
+from bench.kafka_broker import resolve_bootstrap
 from journal.api import Journal, Position, TopicSpec
 from journal.kafka.journal import ACK_POLL_S, KafkaJournal
 from journal.sqlite.journal import SqliteJournal

@@ -140,12 +140,3 @@ def artifact(jar_name: str) -> str:
     """A jar's artifact name without its version (``zstd-jni-1.5.7-3.jar``: ``zstd-jni``)."""
     match = re.match(r"^(.+)-(\d+(?:\.\d+)+[\w.-]*)\.jar$", jar_name)
     return match.group(1) if match else jar_name
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

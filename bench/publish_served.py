@@ -15,8 +15,8 @@ three agents serves it. Packages (one new page each) are sent at ``--rate`` for
 
 Prints one JSON document; progress goes to stderr. Percentiles are nearest-rank.
 
-    .venv/bin/python bench/publish_served.py
-    .venv/bin/python bench/publish_served.py --bootstrap 127.0.0.1:19092 --seconds 60
+    .venv/bin/python -m bench.publish_served
+    .venv/bin/python -m bench.publish_served --bootstrap 127.0.0.1:19092 --seconds 60
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import random
 import sys
@@ -39,13 +38,12 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from journal.api import Journal
 from journal.factory import open_journal
 from journal.settings import JournalSettings, TopicSettings
 from journal.topics import topic_specs
 from journal.wire import messages as m
+from runtime.stats import percentile
 from subscriber.agent import SubscriberAgent
 from subscriber.fleet.view import AgentsView
 from subscriber.http import HealthServer
@@ -67,11 +65,6 @@ LOOPBACK = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0
 
 def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
 
 
 def spread(values: list[float]) -> dict[str, float]:

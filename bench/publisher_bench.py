@@ -11,8 +11,8 @@ Prints one JSON document (progress goes to stderr):
   queue size) cold and warm (target < 10 ms warm), and bytes per cached entry (target
   <= 150 B), measured with tracemalloc and from the arrays' own sizes.
 
-    python bench/publisher_bench.py --bootstrap 127.0.0.1:19092
-    python bench/publisher_bench.py --skip-distribute --entries 100000
+    .venv/bin/python -m bench.publisher_bench --bootstrap 127.0.0.1:19092
+    .venv/bin/python -m bench.publisher_bench --skip-distribute --entries 100000
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from typing import Any
 
 import httpx
 from confluent_kafka import Producer
-from local import free_port
 
 from journal.api import RECORD_OVERHEAD_BYTES, Record, TopicSpec
 from journal.kafka.journal import PRODUCER_LINGER_MS, KafkaJournal
@@ -54,6 +53,8 @@ from publisher.metrics import PublisherMetrics
 from publisher.queues.cache import QueueCache
 from publisher.queues.error_queues import ErrorQueues
 from publisher.queues.views import Queues
+from runtime.stats import percentile
+from tests.services import free_port
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 
@@ -80,13 +81,13 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def percentiles(samples_s: list[float]) -> dict[str, float]:
-    ordered = sorted(samples_s)
-
-    def pick(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 3)
-
-    return {"p50_ms": pick(0.50), "p99_ms": pick(0.99), "max_ms": pick(1.0)}
+def percentiles(samples_s: list[float], digits: int = 3) -> dict[str, float]:
+    """p50, p99 and max of ``samples_s`` in milliseconds (0 of no samples)."""
+    samples = samples_s or [0.0]
+    return {
+        f"{name}_ms": round(percentile(samples, pct) * 1000, digits)
+        for name, pct in (("p50", 50), ("p99", 99), ("max", 100))
+    }
 
 
 # ---------------------------------------------------------------- (a) distribute

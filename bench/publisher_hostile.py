@@ -11,8 +11,8 @@ The daemon is ``python -m scd publisher`` on the embedded SQLite journal and a l
 ``--baseline-ref <commit>`` runs the same against that commit's code (extracted with
 ``git archive``), side by side; the baseline runs fewer auth requests (each reads 24 MB).
 
-    python bench/publisher_hostile.py
-    python bench/publisher_hostile.py --baseline-ref b91a984 --baseline-requests 3
+    .venv/bin/python -m bench.publisher_hostile
+    .venv/bin/python -m bench.publisher_hostile --baseline-ref b91a984 --baseline-requests 3
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from local import free_port
 
+from bench.publisher_bench import percentiles
 from journal.messaging import MessageSender
 from journal.settings import TopicSettings
 from journal.sqlite.journal import SqliteJournal
 from journal.wire.messages import DiscoveryMessage, SubscriberConfiguration, SubscriberState
+from tests.services import free_port
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 TOKEN = "bench-token-0123456789abcdef"
@@ -76,13 +77,8 @@ def memory_mib(pid: int) -> dict[str, float]:
     return values
 
 
-def percentiles(samples_s: list[float]) -> dict[str, float]:
-    ordered = sorted(samples_s) or [0.0]
-
-    def pick(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
-
-    return {"count": len(samples_s), "p50_ms": pick(0.5), "p99_ms": pick(0.99), "max_ms": pick(1)}
+def counted(samples_s: list[float]) -> dict[str, float]:
+    return {"count": len(samples_s), **percentiles(samples_s, digits=2)}
 
 
 @dataclass
@@ -230,9 +226,9 @@ def bench_auth(code_dir: Path, requests: int, body: bytes) -> dict[str, Any]:
         "declared_body_bytes": len(body),
         "statuses": statuses,
         "body_mib_sent_per_request": round(sent_total / requests / MIB, 2),
-        "answer": percentiles(answers),
-        "health_idle": percentiles(idle),
-        "health_during": percentiles(health),
+        "answer": counted(answers),
+        "health_idle": counted(idle),
+        "health_during": counted(health),
         "rss_mib_before": before["VmRSS"],
         "rss_mib_after": after["VmRSS"],
         "rss_mib_peak": after["VmHWM"],
@@ -302,7 +298,7 @@ def bench_discovery(code_dir: Path, announcements: int) -> dict[str, Any]:
         "queues_seen": count,
         "queues_default_body_bytes": body,
         "queues_limit_1000_body_bytes": len(largest.content) if largest.is_success else None,
-        "queues_get": percentiles(timings),
+        "queues_get": counted(timings),
         "metrics_body_bytes": len(metrics),
         "dropped_metric": dropped[0] if dropped else None,
         "rss_mib_before": before["VmRSS"],

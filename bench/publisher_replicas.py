@@ -13,9 +13,9 @@ Prints one JSON document (progress goes to stderr):
   with ``--signal term``): how many requests were refused (503 or no answer) and the longest
   time no request was acknowledged, from the signal on.
 
-    python bench/publisher_replicas.py --bootstrap 127.0.0.1:19092
+    .venv/bin/python -m bench.publisher_replicas --bootstrap 127.0.0.1:19092
     git worktree add /tmp/before 291eecd
-    python bench/publisher_replicas.py --baseline /tmp/before --rounds 3
+    .venv/bin/python -m bench.publisher_replicas --baseline /tmp/before --rounds 3
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from kafka_broker import resolve_bootstrap
-from publisher_bench import TOKEN, distribute_body, log, percentiles, start_publisher
+
+from bench.kafka_broker import resolve_bootstrap
+from bench.publisher_bench import TOKEN, distribute_body, log, percentiles, start_publisher
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_REQUESTS = 600

@@ -10,7 +10,7 @@ same store is then opened by a subscriber configured for B (bootstrap and topic 
 Measured: stop in A to the first import in B (and to the last), and from the stores' own
 records, packages applied twice or missed (both must be 0).
 
-    python bench/regions_failover.py --packages 40
+    .venv/bin/python -m bench.regions_failover --packages 40
 """
 
 from __future__ import annotations

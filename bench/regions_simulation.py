@@ -21,7 +21,7 @@ Prints one JSON document: per subscriber count, the publisher's CPU per round an
 one core, the queue computation time, the memory the view and error queues hold
 (tracemalloc) and the process's peak RSS.
 
-    python bench/regions_simulation.py --subscribers 100 1000 --regions 3
+    .venv/bin/python -m bench.regions_simulation --subscribers 100 1000 --regions 3
 """
 
 from __future__ import annotations

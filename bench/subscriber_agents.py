@@ -8,8 +8,8 @@ Spark JVM) is sampled for ``--settle-s`` seconds; the largest sample counts. The
 run is what one daemon per agent costs each, so N separate processes cost N times it (not
 started side by side here: N JVMs at once on 2 cores measure the machine, not the design).
 
-    python bench/subscriber_agents.py                       # 1, 3, 10 agents; JSON on stdout
-    python bench/subscriber_agents.py --agents 1,3 --packages 20
+    .venv/bin/python -m bench.subscriber_agents       # 1, 3, 10 agents; JSON on stdout
+    .venv/bin/python -m bench.subscriber_agents --agents 1,3 --packages 20
 
 Needs Kafka (SCD_TEST_KAFKA_BOOTSTRAP, or deploy/kafka.sh) and Java. Progress on stderr.
 """
@@ -30,16 +30,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import subscriber_workload as workload
-from kafka_broker import resolve_bootstrap
-from local import free_port, spark_jars
-
+from bench import subscriber_workload as workload
+from bench.kafka_broker import resolve_bootstrap
+from bench.local import spark_jars
 from journal.factory import open_journal
 from journal.settings import JournalSettings, TopicSettings
 from journal.topics import topic_specs
+from tests.services import free_port
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 MIB = 1024 * 1024

@@ -30,11 +30,11 @@
   wall time per commit, and CPU per commit of Python, of the Spark JVM, and of the processes
   the JVM started (Hadoop's shell commands), from /proc.
 
-    .venv/bin/python bench/subscriber_bigstore.py generate --store /tmp/big --pages 100000
-    .venv/bin/python bench/subscriber_bigstore.py measure --store /tmp/big
-    .venv/bin/python bench/subscriber_bigstore.py compare --before /tmp/scd-before
-    .venv/bin/python bench/subscriber_bigstore.py paced --store /tmp/big --before /tmp/scd-before
-    .venv/bin/python bench/subscriber_bigstore.py commit-cost --store /tmp/small300
+    .venv/bin/python -m bench.subscriber_bigstore generate --store /tmp/big --pages 100000
+    .venv/bin/python -m bench.subscriber_bigstore measure --store /tmp/big
+    .venv/bin/python -m bench.subscriber_bigstore compare --before /tmp/scd-before
+    .venv/bin/python -m bench.subscriber_bigstore paced --store /tmp/big --before /tmp/scd-before
+    .venv/bin/python -m bench.subscriber_bigstore commit-cost --store /tmp/small300
 
 Everything prints JSON on stdout.
 """
@@ -46,7 +46,6 @@ import contextlib
 import functools
 import inspect
 import json
-import math
 import os
 import random
 import resource
@@ -61,13 +60,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-# ``compare`` runs this script against another source tree (SCD_BENCH_TREE).
-sys.path.insert(0, os.environ.get("SCD_BENCH_TREE", str(Path(__file__).resolve().parent.parent)))
-
-from local import LOOPBACK_DRIVER, spark_jars
-
+from bench.local import LOOPBACK_DRIVER, spark_jars
 from journal.content.package import NODE_TYPE, ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
+from runtime.stats import percentile
 from subscriber import spark as subscriber_spark
 from subscriber.maintenance import MaintenancePolicy
 from subscriber.settings import SubscriberSettings
@@ -423,6 +419,13 @@ def small(args: argparse.Namespace) -> dict[str, Any]:
     return {"append": appends, "update": updates}
 
 
+def tree_env(tree: str) -> dict[str, str]:
+    """The environment of a run against the source tree ``tree``: its modules first, then this
+    tree's (for the bench package itself); SCD_BENCH_TREE names it for scripts of older trees."""
+    path = os.pathsep.join(dict.fromkeys([tree, str(REPO_DIR)]))
+    return {**os.environ, "PYTHONPATH": path, "SCD_BENCH_TREE": tree}
+
+
 def compare(args: argparse.Namespace) -> dict[str, Any]:
     trees = {"before": str(Path(args.before).resolve()), "after": str(REPO_DIR)}
     runs: dict[str, dict[str, list[float]]] = {n: {"append": [], "update": []} for n in trees}
@@ -434,7 +437,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
                 script = str(Path(__file__).resolve())
             out = subprocess.run(
                 [sys.executable, script, "small", "--commits", str(args.commits), "--seed", str(r)],
-                env={**os.environ, "PYTHONPATH": trees[name], "SCD_BENCH_TREE": trees[name]},
+                env=tree_env(trees[name]),
                 check=True,
                 capture_output=True,
                 text=True,
@@ -459,11 +462,6 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
 # with: maintenance, the fold computed in the store's session (beside the imports, on their
 # cores); with-worker: the fold computed by the fold worker (a process at nice 19).
 PACED_VARIANTS = ("without", "with", "with-worker")
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)]
 
 
 # The store's maintenance steps whose runs the paced timeline records.
@@ -519,7 +517,7 @@ def slow_packages(
             by_steps[key] = by_steps.get(key, 0) + 1
     return {
         "over_2x_p50_by_steps_beside": dict(sorted(by_steps.items(), key=lambda kv: -kv[1])),
-        "p99_s_beside_no_step": round(percentile(clear, 0.99), 3) if clear else None,
+        "p99_s_beside_no_step": round(percentile(clear, 99), 3) if clear else None,
         "packages_beside_no_step": len(clear),
     }
 
@@ -609,7 +607,7 @@ def warm_copy(spark: Any, args: argparse.Namespace) -> Iterator[tuple[DeltaStore
 
 
 def paced_run(args: argparse.Namespace) -> dict[str, Any]:
-    """One variant, in this process (the tree SCD_BENCH_TREE names) on a copy of the store."""
+    """One variant, in this process (the tree first on PYTHONPATH) on a copy of the store."""
     from subscriber.maintenance import Maintenance
 
     spark = session("scd-bench-bigstore-paced")
@@ -647,7 +645,7 @@ def paced_run(args: argparse.Namespace) -> dict[str, Any]:
         "packages": count,
         "elapsed_s": round(elapsed, 1),
         "p50_s": round(statistics.median(latencies), 3),
-        "p99_s": round(percentile(latencies, 0.99), 3),
+        "p99_s": round(percentile(latencies, 99), 3),
         "max_s": round(max(latencies), 3),
         "maintenance_steps": {k: {"runs": len(v), "seconds": v} for k, v in steps.items()},
         "slow": slow_packages(packages, clock, statistics.median(latencies)),
@@ -678,7 +676,7 @@ def paced(args: argparse.Namespace) -> dict[str, Any]:
                 command += ["--work-dir", args.work_dir]
             out = subprocess.run(
                 command,
-                env={**os.environ, "PYTHONPATH": trees[tree], "SCD_BENCH_TREE": trees[tree]},
+                env=tree_env(trees[tree]),
                 # In the tree: a fold worker (python -c) finds its modules first in its cwd.
                 cwd=trees[tree],
                 check=True,

@@ -13,8 +13,8 @@ and its checks are tests/e2e/fleet.py's (tests/e2e/test_hundred.py runs it small
 equals the model, no offset imported twice, one distributed event per package.
 
     eval "$(bash deploy/services.sh env)"
-    .venv/bin/python bench/subscriber_hundred.py                  # the full size, JSON on stdout
-    .venv/bin/python bench/subscriber_hundred.py --packages 200   # smaller
+    .venv/bin/python -m bench.subscriber_hundred                  # the full size, JSON on stdout
+    .venv/bin/python -m bench.subscriber_hundred --packages 200   # smaller
 
 Progress on stderr; exit status 1 if a check failed (the report lists the problems).
 """
@@ -29,8 +29,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests import services
 from tests.e2e.fleet import Size, log, run_scenario, start_fleet

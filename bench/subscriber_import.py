@@ -11,8 +11,8 @@ Streaming job, on the same topic, the same Spark session and the same machine, i
    p50/p99 for packages that add new paths and for packages that update existing ones, side
    by side, and the time of one small Delta commit measured in between.
 
-    python bench/subscriber_import.py                                   # full run
-    python bench/subscriber_import.py --packages 200 --latency-seconds 10  # smoke run
+    .venv/bin/python -m bench.subscriber_import                                   # full run
+    .venv/bin/python -m bench.subscriber_import --packages 200 --latency-seconds 10  # smoke run
 
 One JSON document goes to stdout, progress to stderr. See bench/README.md.
 """
@@ -42,12 +42,12 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka
-import subscriber_baseline as baseline
-import subscriber_latency as latency
-import subscriber_workload as workload
-from kafka_broker import resolve_bootstrap
-from local import LOOPBACK_DRIVER, spark_jars
 
+from bench import subscriber_baseline as baseline
+from bench import subscriber_latency as latency
+from bench import subscriber_workload as workload
+from bench.kafka_broker import resolve_bootstrap
+from bench.local import LOOPBACK_DRIVER, spark_jars
 from journal.api import Journal
 from journal.kafka.journal import KafkaJournal
 from journal.settings import JournalSettings, TopicSettings

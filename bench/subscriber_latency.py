@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import subscriber_baseline as baseline
-from subscriber_workload import PUB_AGENT, Planned, package_message
-
+from bench import subscriber_baseline as baseline
+from bench.subscriber_workload import PUB_AGENT, Planned, package_message
 from journal.api import Journal
 from journal.content.package import Node
 from journal.settings import JournalSettings
+from runtime.stats import percentile
 from subscriber.agent import SubscriberAgent
 from subscriber.daemon import fold_worker_of
 from subscriber.settings import SubscriberSettings
@@ -47,13 +47,6 @@ DRAIN_TIMEOUT_S = 120.0
 QUERY_CHECK_S = 0.25
 # Percentile of the tail reported with the median.
 TAIL_PERCENTILE = 99
-
-
-def percentile(values: list[float], pct: float) -> float:
-    """Nearest-rank percentile (no interpolation: p99 of 600 samples is the 594th value)."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(pct / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
 
 
 @dataclass

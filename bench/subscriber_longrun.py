@@ -17,8 +17,8 @@ metrics). At the end both tables must hold the same nodes as the stream's expect
 24-hour log retention, so the window passes many times during the run; ``--interval-s`` is the
 maintenance interval (VACUUM, time triggers).
 
-    .venv/bin/python bench/subscriber_longrun.py --commits 400 --report-every 100  # ~7 minutes
-    nohup .venv/bin/python bench/subscriber_longrun.py > longrun.json 2> longrun.log &
+    .venv/bin/python -m bench.subscriber_longrun --commits 400 --report-every 100  # ~7 minutes
+    nohup .venv/bin/python -m bench.subscriber_longrun > longrun.json 2> longrun.log &
 
 One JSON document goes to stdout, progress to stderr.
 """
@@ -39,14 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import subscriber_workload as workload
-from subscriber_import import SPARK_MASTER, local_session, machine_info
-from subscriber_latency import percentile
-
+from bench import subscriber_workload as workload
+from bench.subscriber_import import SPARK_MASTER, local_session, machine_info
 from journal.api import Journal
 from journal.factory import open_journal
 from journal.settings import JournalSettings, TopicSettings
 from journal.topics import topic_specs
+from runtime.stats import percentile
 from subscriber.agent import SubscriberAgent
 from subscriber.content import list_tree
 from subscriber.maintenance import CHECKPOINT, COMPACT, FOLD, PURGE, RETENTION, VACUUM

@@ -15,7 +15,7 @@ about 0.5 MB that inflate to 480 MiB (a single string property, which the conten
 once decoded). The store is the in-memory one of the tests: what is measured is the
 subscriber's own path (poll, inflate, decode, check, fold, commit), not Spark's.
 
-    .venv/bin/python bench/subscriber_memory.py            # JSON on stdout
+    .venv/bin/python -m bench.subscriber_memory            # JSON on stdout
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ import time
 import zlib
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from journal.content.package import (
     PACKAGE_TYPE,

@@ -15,8 +15,8 @@ clients are not the limit: 1 and 16 connections, random nodes, in rounds that al
 product's endpoint (a node read in the event loop) with the baseline ``PooledReads`` (every read
 in the read pool, node reads too), side by side in one run.
 
-    .venv/bin/python bench/subscriber_reads.py                  # JSON on stdout
-    .venv/bin/python bench/subscriber_reads.py --store /tmp/scd-bigstore/store
+    .venv/bin/python -m bench.subscriber_reads                  # JSON on stdout
+    .venv/bin/python -m bench.subscriber_reads --store /tmp/scd-bigstore/store
 """
 
 from __future__ import annotations
@@ -42,8 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from blobstore.local import LocalBlobStore
 from journal.content.package import Binary, BlobRef, Node

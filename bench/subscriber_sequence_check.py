@@ -11,7 +11,7 @@ the bookkeeping rows, which the sequence rows add to until a purge folds them). 
 check itself in Python (``SequenceCheck.admit`` and the ChangeSet's bookkeeping) per record,
 against adding the same unit without a number.
 
-    .venv/bin/python bench/subscriber_sequence_check.py [--rounds 20] [--sizes 0,20000] > out.json
+    .venv/bin/python -m bench.subscriber_sequence_check [--rounds 20] [--sizes 0,20000] > out.json
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from subscriber_import import local_session, machine_info
-from subscriber_writer_guard import NODES_PER_PAGE, change_set, page, summary
-
+from bench.subscriber_import import local_session, machine_info
+from bench.subscriber_writer_guard import NODES_PER_PAGE, change_set, page, summary
 from journal.content.package import ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
 from subscriber.bookkeeper.sequences import SequenceCheck

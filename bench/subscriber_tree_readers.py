@@ -16,9 +16,9 @@ the current-tree time of every reader docs/content-store.md shows.
 The stores: ``bench/subscriber_bigstore.py generate`` makes them (``--pages 100000``: the
 million-node store; ``--pages 30``: 312 nodes).
 
-    .venv/bin/python bench/subscriber_tree_readers.py ls --store /tmp/small --store /tmp/big \\
+    .venv/bin/python -m bench.subscriber_tree_readers ls --store /tmp/small --store /tmp/big \\
         --root /content/site/en/products-and-solutions-00/category-00 --before /tmp/scd-before
-    .venv/bin/python bench/subscriber_tree_readers.py readers --store /tmp/small --store /tmp/big
+    .venv/bin/python -m bench.subscriber_tree_readers readers --store /tmp/small --store /tmp/big
 
 Everything prints JSON on stdout.
 """
@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from local import LOOPBACK_DRIVER, spark_jars
+from bench.local import LOOPBACK_DRIVER, spark_jars
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 DOC = REPO_DIR / "docs" / "content-store.md"
@@ -135,7 +135,6 @@ def run_snippet(snippet: str, store: str) -> int:
 
 
 def readers(args: argparse.Namespace) -> dict[str, Any]:
-    sys.path.insert(0, str(REPO_DIR))
     from subscriber.settings import SubscriberSettings
     from subscriber.spark import spark_session
     from subscriber.store.current_tree import current_nodes_sql

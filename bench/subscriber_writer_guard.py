@@ -13,7 +13,7 @@ p50/p95/mean per commit kind and variant, and the guarded/unguarded ratios of th
 Then, as a check that the guard guards: a second store object claims the guarded table with
 the next epoch and the first one's commit must be refused.
 
-    .venv/bin/python bench/subscriber_writer_guard.py [--rounds 150] > result.json
+    .venv/bin/python -m bench.subscriber_writer_guard [--rounds 150] > result.json
 """
 
 from __future__ import annotations
@@ -28,11 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from subscriber_import import local_session, machine_info
-from subscriber_latency import percentile
-
+from bench.subscriber_import import local_session, machine_info
 from journal.content.package import ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
+from runtime.stats import percentile
 from subscriber.store.changes import ChangeSet, Unit
 from subscriber.store.delta import DeltaStore
 from subscriber.writer.errors import WriterDeposed

@@ -9,7 +9,7 @@ endpoint, s3:// (the alias) and s3a:// without one (botocore's own endpoint look
 at the server by AWS_ENDPOINT_URL as it would be at AWS). S3 schemes need the S3 server of
 ``eval "$(bash deploy/services.sh env)"``; without it they are left out.
 
-    .venv/bin/python bench/writer_lease.py [--renewals 200] > result.json
+    .venv/bin/python -m bench.writer_lease [--renewals 200] > result.json
 """
 
 from __future__ import annotations
@@ -29,15 +29,11 @@ import boto3
 from pydantic import SecretStr
 
 from blobstore.settings import BlobStoreSettings
+from runtime.stats import percentile
 from subscriber.writer.lease import WriterLease, lease_object
 
 TTL_S, RENEW_S = 12.0, 2.0
 HELD_CHECKS = 100_000
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 def measure(lease: WriterLease, renewals: int) -> dict[str, Any]:
@@ -57,7 +53,7 @@ def measure(lease: WriterLease, renewals: int) -> dict[str, Any]:
     return {
         "acquire_ms": round(acquire_ms, 2),
         "renew_ms_p50": round(statistics.median(times), 2),
-        "renew_ms_p99": round(percentile(times, 0.99), 2),
+        "renew_ms_p99": round(percentile(times, 99), 2),
         "renew_ms_mean": round(statistics.fmean(times), 2),
         "per_commit_held_check_ns": round(held_ns, 1),
         "lease_io_share_of_time": round(statistics.fmean(times) / 1000 / RENEW_S, 5),

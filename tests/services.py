@@ -217,15 +217,6 @@ def _publish_on_loopback(container: Any, container_port: int, host_port: int) ->
     container.ports[f"{container_port}/tcp"] = ("127.0.0.1", host_port)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _wait_until(ready: Callable[[], None], what: str) -> None:
     deadline = time.monotonic() + CONTAINER_READY_TIMEOUT_S
     while True:
@@ -297,7 +288,7 @@ def kafka_container(image: str) -> Iterator[KafkaService]:
     from testcontainers.core.container import DockerContainer
 
     _no_reaper()
-    port = _free_port()
+    port = free_port()
     env = {
         "CLUSTER_ID": secrets.token_urlsafe(16)[:22],
         "KAFKA_NODE_ID": "1",
@@ -387,7 +378,7 @@ def s3_container(image: str) -> Iterator[S3Service]:
 
     _no_reaper()
     access_key, secret_key, region = "scdadmin", secrets.token_hex(16), "us-east-1"
-    port = _free_port()
+    port = free_port()
     container: Any = DockerContainer(image)
     container.with_env("ROOT_ACCESS_KEY", access_key).with_env("ROOT_SECRET_KEY", secret_key)
     _publish_on_loopback(container, S3_CONTAINER_PORT, port)
@@ -477,7 +468,7 @@ def own_native_kafka(hint: str) -> Iterator[tuple[KafkaService, OwnServer]]:
     """A broker of deploy/kafka.sh under its own name and ports, removed afterwards; the
     caller may stop, start or freeze it without touching the shared one."""
     name = f"kafka-{unique_name(hint)}"
-    port, controller = _free_port(), _free_port()
+    port, controller = free_port(), free_port()
     env = {
         **os.environ,
         "SCD_KAFKA_NAME": name,
@@ -502,7 +493,7 @@ def own_native_s3(hint: str) -> Iterator[tuple[S3Service, OwnServer]]:
     """An S3 server of deploy/s3.sh under its own name, port and credentials, removed
     afterwards."""
     name = f"s3-{unique_name(hint)}"
-    port = _free_port()
+    port = free_port()
     access_key, secret_key, region = "scdtest", secrets.token_hex(16), "us-east-1"
     env = {
         **os.environ,

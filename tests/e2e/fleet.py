@@ -38,6 +38,7 @@ from urllib.parse import unquote
 
 import httpx
 
+from runtime.stats import percentile
 from subscriber.store.current_tree import current_nodes_sql
 from subscriber.store.delta_maintenance import quoted
 from subscriber.store.rows import KIND_NODE, KIND_SCOPE, StoredNode
@@ -68,11 +69,6 @@ STORES_PER_JOB = 25
 
 def log(text: str) -> None:
     print(f"[hundred] {text}", file=sys.stderr, flush=True)
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))] if ordered else 0.0
 
 
 # ---------------------------------------------------------------- processes
@@ -749,17 +745,19 @@ def run_scenario(fleet: Fleet, size: Size, spark: Any, converge_timeout_s: float
         "drain_after_last_send_s": round(drain_s, 1),
         "all_hold_last_package_after_first_send_s": round(stream.sent_s + drain_s, 1),
         "queues_empty_after_drain_s": round(queues_settle_s, 1),
-        "distribute_p99_ms": round(percentile([o.seconds for o in stream.outcomes], 0.99) * 1e3),
+        "distribute_p99_ms": round(
+            percentile([o.seconds for o in stream.outcomes] or [0.0], 99) * 1e3
+        ),
         "queues_during_stream": {
             "calls": len(stream.queues_s),
             "queues_seen": [min(stream.queue_sizes, default=0), max(stream.queue_sizes, default=0)],
-            "p50_ms": round(percentile(stream.queues_s, 0.5) * 1e3, 1),
-            "p99_ms": round(percentile(stream.queues_s, 0.99) * 1e3, 1),
+            "p50_ms": round(percentile(stream.queues_s or [0.0], 50) * 1e3, 1),
+            "p99_ms": round(percentile(stream.queues_s or [0.0], 99) * 1e3, 1),
         },
         "queues_quiet": {
             "calls": len(quiet),
-            "p50_ms": round(percentile(quiet, 0.5) * 1e3, 1),
-            "p99_ms": round(percentile(quiet, 0.99) * 1e3, 1),
+            "p50_ms": round(percentile(quiet or [0.0], 50) * 1e3, 1),
+            "p99_ms": round(percentile(quiet or [0.0], 99) * 1e3, 1),
         },
         "publisher_cpu_s": round(publisher_cpu, 1),
         "publisher_rss_mib": round(tree_usage(cluster.publisher.pid)[0], 1),

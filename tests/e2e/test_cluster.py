@@ -45,6 +45,7 @@ from typing import Any
 import pytest
 
 from journal.settings import TopicSettings
+from runtime.stats import percentile
 from subscriber.store.delta import DeltaStore
 from tests import services
 from tests.cluster_script import ClusterScript
@@ -110,11 +111,6 @@ def summary(capsys: pytest.CaptureFixture[str], text: str) -> None:
     """One line for the test report, shown even when output is captured."""
     with capsys.disabled():
         print(f"\n[e2e] {text}", file=sys.stderr)
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
 # ---------------------------------------------------------------- the cluster
@@ -436,8 +432,8 @@ def test_500_packages_reach_three_subscribers_once_each(
         capsys,
         f"native cluster: {PACKAGES} packages ({actions['ADD']} ADD, {actions['DELETE']} "
         f"DELETE, {len(spilled)} spilled) distributed in {distributed_s:.1f} s "
-        f"(distribute p50 {percentile(latencies, 0.5) * 1000:.0f} ms, "
-        f"p99 {percentile(latencies, 0.99) * 1000:.0f} ms); all 3 stores equal the model "
+        f"(distribute p50 {percentile(latencies, 50) * 1000:.0f} ms, "
+        f"p99 {percentile(latencies, 99) * 1000:.0f} ms); all 3 stores equal the model "
         f"({len(model.tree)} nodes) {converged_s:.1f} s after the first request; import commits "
         f"{commits}; {events} events, one per package",
     )
@@ -739,7 +735,7 @@ def test_queue_api_with_100_subscribers(run: Run, capsys: pytest.CaptureFixture[
         announcer.join(30)
 
     def ms(values: list[float], share: float) -> str:
-        return f"{percentile(values, share) * 1000:.1f}"
+        return f"{percentile(values, share * 100) * 1000:.1f}"
 
     summary(
         capsys,

@@ -7,7 +7,6 @@ subscriber is stopped with packages waiting for it."""
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import yaml
 
 from tests.operator.conftest import ROOT, require
 from tests.operator.embedded import Embedded
+from tests.services import free_port
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -48,12 +48,6 @@ def test_shipped_config_and_rules_pass_promtool() -> None:
     assert "SUCCESS" in promtool("check", "rules", "alerts.yml")
     # alerts-test.yml: each alert fires on the made-up series it is about, and only there.
     assert "SUCCESS" in promtool("test", "rules", "alerts-test.yml")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_config(workdir: Path, publisher: str, subscriber: str) -> Path:

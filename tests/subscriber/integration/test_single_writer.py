@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,7 +35,7 @@ from subscriber.agent import SubscriberAgent
 from subscriber.store.delta import DeltaStore
 from subscriber.writer.lease import LEASE_DIR, WriterLease, lease_object
 from tests import services
-from tests.services import S3Service
+from tests.services import S3Service, free_port
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
 from tests.subscriber.integration.test_crash import COMMITTED, Stream, check_store, child_env
@@ -63,12 +62,6 @@ STANDBY = re.compile(r"writer role standby on ")
 
 def store_location(kind: str, env: Env) -> str:
     return str(env.tmp / "store") if kind == "local" else f"s3a://{env.bs.bucket}/store"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Daemon:

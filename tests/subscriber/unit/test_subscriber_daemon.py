@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from tests.services import free_port
 
 
 def refused_start(settings: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -24,17 +25,11 @@ def refused_start(settings: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_waits_for_kafka_and_stops_on_sigterm(tmp_path: Path) -> None:
     env = {
         **os.environ,
         "SCD_JOURNAL_BACKEND": "kafka",
-        "SCD_JOURNAL_BOOTSTRAP_SERVERS": f"127.0.0.1:{closed_port()}",
+        "SCD_JOURNAL_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
         "SCD_JOURNAL_REQUEST_TIMEOUT_S": "0.2",
         "SCD_SUBSCRIBER_STORE_PATH": str(tmp_path / "store"),
     }
