@@ -1,6 +1,6 @@
 """A fold with deletion vectors next to the store's fold, on copies of one generated store.
 
-The store's fold (subscriber.store.folding) rewrites every data file holding a row
+The store's fold (subscriber.maintenance.rewrites) rewrites every data file holding a row
 the fold removes. With deletion vectors (``delta.enableDeletionVectors``, a table property) a
 MERGE ... WHEN MATCHED THEN DELETE keyed on the same rows only marks them, in a small file
 per touched data file. Per round, two copies of the store (bench/subscriber_bigstore.py
@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import subscriber_bigstore as big
-from subscriber.maintenance import MaintenancePolicy
+from subscriber.maintenance.delta_table import quoted
+from subscriber.maintenance.scheduler import MaintenancePolicy
 from subscriber.store.current_tree import current_nodes_sql, folded_rows_sql
 from subscriber.store.delta import DeltaStore
-from subscriber.store.delta_maintenance import quoted
 
 VARIANTS = ("rewrite", "dv_merge")
 

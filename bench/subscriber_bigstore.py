@@ -65,7 +65,7 @@ from journal.content.package import NODE_TYPE, ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
 from runtime.stats import percentile
 from subscriber import spark as subscriber_spark
-from subscriber.maintenance import MaintenancePolicy
+from subscriber.maintenance.scheduler import MaintenancePolicy
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
 from subscriber.store.changes import Unit
@@ -589,7 +589,7 @@ def warm_copy(spark: Any, args: argparse.Namespace) -> Iterator[tuple[DeltaStore
         shutil.copytree(args.store, location)
         worker = None
         if args.variant == "with-worker":
-            from subscriber.store.fold_worker import FoldWorker
+            from subscriber.maintenance.fold_worker import FoldWorker
 
             worker = stack.enter_context(FoldWorker.of(spark))
         store = DeltaStore(spark, location, worker)
@@ -608,7 +608,7 @@ def warm_copy(spark: Any, args: argparse.Namespace) -> Iterator[tuple[DeltaStore
 
 def paced_run(args: argparse.Namespace) -> dict[str, Any]:
     """One variant, in this process (the tree first on PYTHONPATH) on a copy of the store."""
-    from subscriber.maintenance import Maintenance
+    from subscriber.maintenance.scheduler import Maintenance
 
     spark = session("scd-bench-bigstore-paced")
     with warm_copy(spark, args) as (store, offset):

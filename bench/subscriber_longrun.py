@@ -48,7 +48,7 @@ from journal.topics import topic_specs
 from runtime.stats import percentile
 from subscriber.agent import SubscriberAgent
 from subscriber.content import list_tree
-from subscriber.maintenance import CHECKPOINT, COMPACT, FOLD, PURGE, RETENTION, VACUUM
+from subscriber.maintenance.scheduler import CHECKPOINT, COMPACT, FOLD, PURGE, RETENTION, VACUUM
 from subscriber.settings import SubscriberSettings
 from subscriber.store.changes import ChangeSet
 from subscriber.store.delta import DeltaStore

@@ -135,10 +135,10 @@ def run_snippet(snippet: str, store: str) -> int:
 
 
 def readers(args: argparse.Namespace) -> dict[str, Any]:
+    from subscriber.maintenance.delta_table import quoted
     from subscriber.settings import SubscriberSettings
     from subscriber.spark import spark_session
     from subscriber.store.current_tree import current_nodes_sql
-    from subscriber.store.delta_maintenance import quoted
     from subscriber.tree_reader import open_tree
 
     snippets = reader_snippets()

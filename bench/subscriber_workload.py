@@ -41,8 +41,8 @@ from journal.content.package import (
     encode_package,
 )
 from journal.wire import messages as m
+from subscriber.maintenance.delta_table import quoted
 from subscriber.store.current_tree import current_nodes_sql
-from subscriber.store.delta_maintenance import quoted
 from subscriber.store.rows import node_row
 
 PUB_AGENT = "publish"

@@ -44,7 +44,7 @@ from subscriber.fleet.commit_slots import CommitSlots, Stopped
 from subscriber.hooks import ImportHook, ImportHooks
 from subscriber.hooks.loading import load_hooks
 from subscriber.http import CanaryWait, Health
-from subscriber.maintenance import MaintenancePolicy
+from subscriber.maintenance.scheduler import MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness, ReadinessRules, supervised_check
 from subscriber.reads.model import ReadModel

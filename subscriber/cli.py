@@ -159,7 +159,7 @@ def _jvm_output_to_stderr() -> Iterator[None]:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    from subscriber.maintenance import Maintenance, MaintenancePolicy
+    from subscriber.maintenance.scheduler import Maintenance, MaintenancePolicy
 
     if args.url:
         raise SystemExit("scd: content maintain runs on the store itself, not through --url")

@@ -34,11 +34,11 @@ from subscriber.fleet.commit_slots import CommitSlots
 from subscriber.fleet.view import AgentsView
 from subscriber.hooks.loading import check_hook_names
 from subscriber.http import HealthServer
+from subscriber.maintenance.fold_worker import FoldWorker
 from subscriber.reads.api import ReadApi
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
 from subscriber.store.delta import DeltaStore
-from subscriber.store.fold_worker import FoldWorker
 from subscriber.writer.lease import WriterLease, lease_object, lease_place, new_owner
 
 log = logging.getLogger(__name__)

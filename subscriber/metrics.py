@@ -233,7 +233,7 @@ class SubscriberMetrics:
             label,
             registry=r,
         ).labels(agent)
-        # Store maintenance (subscriber/maintenance.py), by step.
+        # Store maintenance (subscriber/maintenance/scheduler.py), by step.
         step = ["agent", "step"]
         self._maintenance_runs = Counter(
             "scd_store_maintenance_runs", "Store maintenance steps run", step, registry=r

@@ -82,7 +82,7 @@ class SubscriberSettings(ScdSettings):
     skip_store_every: int = Field(default=10, ge=1)
     # Sent statuses and superseded offset rows are purged after this many commits.
     purge_every_commits: int = Field(default=100, ge=1)
-    # Store maintenance in idle time (subscriber/maintenance.py, docs/operations.md):
+    # Store maintenance in idle time (subscriber/maintenance/scheduler.py, docs/operations.md):
     # compaction, VACUUM of files removed longer ago than the retention (what a reader or a
     # copy of the store in progress may still need), deletion of log entries older than the
     # log retention (how far back time travel reaches). Fractions of an hour work (0.1: six
@@ -98,7 +98,7 @@ class SubscriberSettings(ScdSettings):
     maintenance_target_file_bytes: int = Field(default=128 * 1024, ge=1024)
     # Replaced versions are folded out once the table grew by this share since the last fold:
     # smaller means fewer replaced versions read and kept, larger fewer rewrites of the table
-    # (each kept on disk for the retention). subscriber/maintenance.py.
+    # (each kept on disk for the retention). subscriber/maintenance/scheduler.py.
     maintenance_fold_growth: float = Field(default=0.5, gt=0, le=10)
     # One writer per store (subscriber/writer/lease.py, docs/one-writer-per-store.md): the
     # writer renews its lease every renew_s; a standby takes over once the lease went
@@ -159,8 +159,8 @@ class SubscriberSettings(ScdSettings):
     # core); the others wait, agents not ready yet first (subscriber.fleet.commit_slots).
     concurrent_commits: int | None = Field(default=None, ge=1, le=1024)
     # Folds computed, and checkpoints written, by a process of the daemon's own at the lowest
-    # CPU priority (subscriber.store.fold_worker), so that they do not slow the imports: its own
-    # local Spark JVM, started by a step and ended 2 minutes after the last (about 1 GiB
+    # CPU priority (subscriber.maintenance.fold_worker), so that they do not slow the imports: its
+    # own local Spark JVM, started by a step and ended 2 minutes after the last (about 1 GiB
     # meanwhile).
     # With a Spark cluster (spark_master not local) the fold's tasks run on its executors and
     # there is no worker.

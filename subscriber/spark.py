@@ -34,8 +34,8 @@ SPARK_LOG_LEVEL = "ERROR"
 # settings on its command line.
 ACCESS_KEY = "fs.s3a.access.key"
 SECRET_KEY = "fs.s3a.secret.key"
-# Store maintenance runs beside imports on the same driver (subscriber/maintenance.py). With
-# Spark's default FIFO scheduling an import's job waited for every task of a fold's stage
+# Store maintenance runs beside imports on the same driver (subscriber.maintenance.scheduler).
+# With Spark's default FIFO scheduling an import's job waited for every task of a fold's stage
 # queued before it (tens of seconds on a million-node store); with these pools its tasks take
 # the next free core.
 SCHEDULER_POOLS = Path(__file__).with_name("spark_pools.xml")
@@ -277,7 +277,7 @@ def set_hadoop(spark: Any, values: Mapping[str, str]) -> None:
 
 def hadoop_credentials(spark: Any) -> dict[str, str]:
     """The S3 credentials set in ``spark``'s context (``set_hadoop``), for another process's
-    session of the same stores (subscriber.store.fold_worker)."""
+    session of the same stores (subscriber.maintenance.fold_worker)."""
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     values = {key: hadoop.get(key) for key in (ACCESS_KEY, SECRET_KEY)}
     return {key: str(value) for key, value in values.items() if value is not None}

@@ -1,7 +1,7 @@
 """The store's bookkeeping besides imports: statuses committed with a batch are sent after it
 (and again after a crash left them unsent); the store is maintained one step at a time
-(subscriber.maintenance: purge of sent statuses, folds, checkpoints, compaction, VACUUM), when
-a poll finds nothing and, for the steps that never hold an import, after each commit."""
+(subscriber.maintenance.scheduler: purge of sent statuses, folds, checkpoints, compaction,
+VACUUM), when a poll finds nothing and, for the steps that never hold an import, after each commit."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from journal.errors import JournalError
 from journal.messaging import MessageSender
 from journal.wire import messages as m
-from subscriber.maintenance import IDLE_CHECKPOINT_COMMITS, Maintenance, MaintenancePolicy
+from subscriber.maintenance.scheduler import IDLE_CHECKPOINT_COMMITS, Maintenance, MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
 from subscriber.store.base import Store
 from subscriber.writer.errors import WriterDeposed

@@ -7,6 +7,6 @@ Public interface, each in its module (importing the package starts no Spark): th
 :class:`MemoryStore` (``memory``: the same contract in memory, for tests and tools without
 Spark; tests/contract/store_contract.py holds both to it). Inside: ``changes`` (the net effect
 of a batch, computed before any Spark work), ``rows`` (nodes and bookkeeping as table rows),
-``current_tree`` (the current tree query and the fold), ``delta_maintenance`` (checkpoints,
+``current_tree`` (the current tree query and the fold), ``delta_table`` (checkpoints,
 compaction, VACUUM).
 """

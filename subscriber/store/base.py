@@ -153,8 +153,8 @@ class Store(Protocol):
         """Compact the store's log so readers replay less (a no-op where there is none)."""
 
     def in_maintenance_thread(self) -> None:
-        """Called first in the maintenance thread (subscriber.maintenance): the store's work
-        in this thread yields to the imports' from now on."""
+        """Called first in the maintenance thread (subscriber.maintenance.scheduler): the store's
+        work in this thread yields to the imports' from now on."""
 
     def in_import_thread(self, starting: bool) -> None:
         """Called by the import loop (subscriber.bookkeeper.loop) when it starts, with
@@ -162,8 +162,8 @@ class Store(Protocol):
         thread comes before the other agents' imports while starting (a new instance is out
         of service until then), and takes turns with them after."""
 
-    # Maintenance (subscriber.maintenance): each call is one short operation on the store that
-    # changes neither content nor offset.
+    # Maintenance (subscriber.maintenance.scheduler): each call is one short operation on the
+    # store that changes neither content nor offset.
     def file_stats(self) -> FileStats:
         """Active data files."""
 

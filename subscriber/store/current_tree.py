@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from subscriber.store.delta_maintenance import quoted
+from subscriber.maintenance.delta_table import quoted
 from subscriber.store.rows import KIND_NODE, KIND_SCOPE, StoredNode, sql_string
 
 

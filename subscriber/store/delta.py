@@ -30,12 +30,14 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from runtime.clock import now_ms
+from subscriber.maintenance import compaction, delta_table, rewrites
+from subscriber.maintenance.fold_worker import FoldWorker
+from subscriber.maintenance.sessions import MAINTENANCE_SESSION_CONF, STORE_SESSION_CONF
 from subscriber.spark import MAINTENANCE_POOL, POOL_PROPERTY, STARTING_POOL
-from subscriber.store import compaction, current_tree, delta_maintenance, folding
+from subscriber.store import current_tree
 from subscriber.store.base import EVERY_AGENT, FileStats, PendingStatus, StepOutcome, StoreState
 from subscriber.store.changes import ChangeSet, status_name
 from subscriber.store.commits import ObservedCommits
-from subscriber.store.fold_worker import FoldWorker
 from subscriber.store.rows import (
     COLUMNS,
     KIND_CLEAR,
@@ -57,7 +59,6 @@ from subscriber.store.rows import (
     rows_selected,
     scope_row,
 )
-from subscriber.store.sessions import MAINTENANCE_SESSION_CONF, STORE_SESSION_CONF
 from subscriber.writer.errors import WriterDeposed
 from subscriber.writer.guard import WriterGuard
 
@@ -104,9 +105,7 @@ class DeltaStore:
         # race for one version. A fold that lost the race to an import made it retry against the
         # fold's commit, 1.4-2 s instead of 0.3 (bench/README.md, "Imports beside maintenance").
         # It tells the read model each commit's version (subscriber.store.commits).
-        self.commit_lock = ObservedCommits(
-            lambda: delta_maintenance.latest_version(spark, location)
-        )
+        self.commit_lock = ObservedCommits(lambda: delta_table.latest_version(spark, location))
         self.guard = WriterGuard(spark, location)
         self._maintenance_spark: Any = None
         self._pause_rows = 0  # the highest pause row's number (0: none)
@@ -287,7 +286,7 @@ class DeltaStore:
         )
 
     def checkpoint(self) -> None:
-        """Write a Delta checkpoint of the table's latest version (delta_maintenance.checkpoint):
+        """Write a Delta checkpoint of the table's latest version (delta_table.checkpoint):
         by the fold worker when the store has one and it is free (out of the imports' JVM: in
         it, a checkpoint of the million-node store delayed the imports beside it to 2-3 times
         their median), else in the store's maintenance session."""
@@ -296,7 +295,7 @@ class DeltaStore:
             worker = self.fold_worker
             if worker is None or not worker.checkpoint(self.location):
                 with self._maintaining() as spark:
-                    delta_maintenance.checkpoint(spark, self.location)
+                    delta_table.checkpoint(spark, self.location)
         finally:
             # Also after a failure: the next try comes after as many commits again. Imports
             # committed meanwhile (it runs beside them) count towards the next one.
@@ -488,22 +487,22 @@ class DeltaStore:
         ]
 
     def fold(self, max_scopes: int) -> StepOutcome:
-        """Fold the oldest scopes (subscriber.store.folding): computed by the fold worker when
-        the store has one, else in its maintenance session; committed here."""
+        """Fold the oldest scopes (subscriber.maintenance.rewrites): computed by the fold worker
+        when the store has one, else in its maintenance session; committed here."""
         assert self.state is not None, "open() the store first"
         with self._maintaining() as spark:
             if self.fold_worker is not None:
                 plan = self.fold_worker.plan(self.location, max_scopes)
             else:
-                plan = folding.plan(spark, self.location, max_scopes)
-            outcome = folding.commit(spark, self.location, plan, self.commit_lock)
+                plan = rewrites.plan(spark, self.location, max_scopes)
+            outcome = rewrites.commit(spark, self.location, plan, self.commit_lock)
         # Imports may have added scopes meanwhile (the fold runs beside them): only what it
         # removed is taken off.
         self._count(1, -plan.scopes)
         return outcome
 
     # ------------------------------------------------------------------ maintenance
-    # subscriber.store.delta_maintenance does the work; each call is one Delta operation.
+    # subscriber.maintenance.delta_table does the work; each call is one Delta operation.
     @property
     def maintenance_spark(self) -> Any:
         """The session of the maintenance steps: the store's Spark context, its own SQL
@@ -518,7 +517,7 @@ class DeltaStore:
     def _maintaining(self) -> AbstractContextManager[Any]:
         """The maintenance session, as the thread's active one for the block (whichever thread
         runs the step: the maintenance thread, a test, ``scd content maintain``)."""
-        return delta_maintenance.active_session(self.maintenance_spark)
+        return delta_table.active_session(self.maintenance_spark)
 
     def in_maintenance_thread(self) -> None:
         """Spark jobs of this thread go to the maintenance scheduler pool: an import's tasks
@@ -531,11 +530,11 @@ class DeltaStore:
         self.spark.sparkContext.setLocalProperty(POOL_PROPERTY, STARTING_POOL if starting else None)
 
     def file_stats(self) -> FileStats:
-        return delta_maintenance.file_stats(self.spark, self.location)
+        return delta_table.file_stats(self.spark, self.location)
 
     def compact(self, target_file_bytes: int, min_files: int = 2) -> StepOutcome | None:
-        """Merge the small files (subscriber.store.compaction): planned by the fold worker when
-        the store has one, else in its maintenance session; committed here. The plan counts the
+        """Merge the small files (subscriber.maintenance.compaction): planned by the fold worker
+        when the store has one, else in its maintenance session; committed here. The plan counts the
         small files too (listing them is a Spark job over the table's state)."""
         with self._maintaining() as spark:
             if self.fold_worker is not None:
@@ -544,21 +543,23 @@ class DeltaStore:
                 plan = compaction.plan(spark, self.location, target_file_bytes, min_files)
             if not plan.rewritten:
                 return None
-            outcome = folding.commit(spark, self.location, plan, self.commit_lock, folding.COMPACT)
+            outcome = rewrites.commit(
+                spark, self.location, plan, self.commit_lock, rewrites.COMPACT
+            )
         self._count(1)
         return outcome
 
     def vacuum(self) -> StepOutcome:
-        """VACUUM (delta_maintenance.vacuum): by the fold worker when the store has one, else in
+        """VACUUM (delta_table.vacuum): by the fold worker when the store has one, else in
         its maintenance session."""
         if self.fold_worker is not None:
             return self.fold_worker.vacuum(self.location)
         with self._maintaining() as spark:
-            return delta_maintenance.vacuum(spark, self.location)
+            return delta_table.vacuum(spark, self.location)
 
     def set_retention(self, retention_s: float, log_retention_s: float) -> bool:
         with self._maintaining() as spark:
-            changed = delta_maintenance.set_retention(
+            changed = delta_table.set_retention(
                 spark, self.location, retention_s, log_retention_s, self.commit_lock
             )
         self._count(int(changed))

@@ -27,8 +27,8 @@ WRITER_APP_ID = "scd-writer"
 EPOCH_SPAN = 2**32  # writes per epoch, far beyond any tenure
 # Delta sets this session setting to the version each commit of the session makes; cleared
 # before a write, it stays unset when Delta dropped the write as done already. (A maintenance
-# step committing in another thread of the session meanwhile, subscriber/maintenance.py, hides
-# a drop; the lease, lost by then, makes the process step down.)
+# step committing in another thread of the session meanwhile, subscriber.maintenance.scheduler,
+# hides a drop; the lease, lost by then, makes the process step down.)
 LAST_COMMIT_VERSION = "spark.databricks.delta.lastCommitVersionInSession"
 # A commit concurrent with one that set a transaction id it read: here, a claim.
 CONCURRENT_TRANSACTION = "DELTA_CONCURRENT_TRANSACTION"

@@ -39,8 +39,8 @@ from urllib.parse import unquote
 import httpx
 
 from runtime.stats import percentile
+from subscriber.maintenance.delta_table import quoted
 from subscriber.store.current_tree import current_nodes_sql
-from subscriber.store.delta_maintenance import quoted
 from subscriber.store.rows import KIND_NODE, KIND_SCOPE, StoredNode
 from subscriber.writer.lease import LEASE_DIR
 from tests import services

@@ -14,7 +14,7 @@ import threading
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from subscriber.maintenance import MAINTENANCE_THREAD
+from subscriber.maintenance.scheduler import MAINTENANCE_THREAD
 
 # Threads that come and go by design: request workers of the ASGI servers, executor workers
 # started on demand, the helpers of a stopping publisher, and the store maintenance steps' (a

@@ -12,7 +12,8 @@ from journal.wire import messages as m
 from subscriber.agent import IDLE_CHECKPOINT_COMMITS, SubscriberAgent
 from subscriber.hooks import ImportResult
 from subscriber.hooks.invalidation import InvalidationHook
-from subscriber.store import current_tree, delta_maintenance
+from subscriber.maintenance import delta_table
+from subscriber.store import current_tree
 from subscriber.store.delta import DeltaStore
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env
@@ -340,7 +341,7 @@ def test_the_agent_checkpoints_its_store_and_survives_a_failed_checkpoint(
     def broken(_spark: Any, _location: str) -> None:
         raise RuntimeError("checkpoint went wrong")
 
-    monkeypatch.setattr(delta_maintenance, "checkpoint", broken)
+    monkeypatch.setattr(delta_table, "checkpoint", broken)
     maintenance = agent.bookkeeping.maintenance
     h.drive(agent, lambda: agent.processed_offset == offsets[-1])
     assert agent.counters.commits == IDLE_CHECKPOINT_COMMITS

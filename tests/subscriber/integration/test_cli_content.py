@@ -18,11 +18,11 @@ import pytest
 from blobstore.local import LocalBlobStore
 from journal.content.package import FILE_DATA, FILE_TYPE, NODE_TYPE, Binary, BlobRef, Node
 from subscriber.http import Health, HealthServer
+from subscriber.maintenance.delta_table import latest_version
 from subscriber.reads.api import ReadApi
 from subscriber.reads.sources import read_model
 from subscriber.settings import SubscriberSettings
 from subscriber.store.delta import DeltaStore
-from subscriber.store.delta_maintenance import latest_version
 from tests import services
 from tests.services import S3Service, spark_jars
 from tests.subscriber.packages import add, file_node, new_change_set, node

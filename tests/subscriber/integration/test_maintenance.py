@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from subscriber.maintenance import Maintenance, MaintenancePolicy
+from subscriber.maintenance import compaction, delta_table
+from subscriber.maintenance.fold_worker import FoldWorker
+from subscriber.maintenance.scheduler import Maintenance, MaintenancePolicy
 from subscriber.spark import ACCESS_KEY, SECRET_KEY
-from subscriber.store import compaction, delta_maintenance
 from subscriber.store.delta import DeltaStore
-from subscriber.store.fold_worker import FoldWorker
 from subscriber.store.rows import StoredNode
 from tests import services
 from tests.services import S3Service
@@ -276,7 +276,7 @@ def test_a_fold_beside_imports_lands_and_never_fails_one(
         for pid in processes:
             assert SECRET_MARKER.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
 
-        monkeypatch.setattr(delta_maintenance, "checkpoint", _checkpoint_in_this_process)
+        monkeypatch.setattr(delta_table, "checkpoint", _checkpoint_in_this_process)
         store.checkpoint()
         log_dir = Path(location, "_delta_log")
         latest = max(int(p.stem) for p in log_dir.glob("*.json"))
@@ -307,7 +307,7 @@ def test_a_fold_beside_imports_lands_and_never_fails_one(
 
 
 def _checkpoint_in_this_process(*_: object) -> None:
-    """In place of delta_maintenance.checkpoint: the worker, another process, must write it."""
+    """In place of delta_table.checkpoint: the worker, another process, must write it."""
     raise AssertionError("the checkpoint was written in the store's process")
 
 
@@ -330,14 +330,14 @@ def _compacted_by_the_worker(store: DeltaStore, monkeypatch: pytest.MonkeyPatch)
 
 
 def _vacuum_in_this_process(*_: object) -> None:
-    """In place of delta_maintenance.vacuum: the worker, another process, must run it."""
+    """In place of delta_table.vacuum: the worker, another process, must run it."""
     raise AssertionError("VACUUM ran in the store's process")
 
 
 def _vacuumed_by_the_worker(store: DeltaStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """A VACUUM with no retention, run by the store's worker: it deletes the files the fold and
     the compaction replaced, and commits nothing."""
-    monkeypatch.setattr(delta_maintenance, "vacuum", _vacuum_in_this_process)
+    monkeypatch.setattr(delta_table, "vacuum", _vacuum_in_this_process)
     store.set_retention(0.0, 3600.0)
     versions = len(store.history())
     outcome = store.vacuum()
@@ -377,7 +377,7 @@ def test_the_fold_worker_folds_and_checkpoints_a_store_on_s3(
     services.use_s3(spark, s3_service)
     location = f"s3a://{unique_name}/store"
 
-    monkeypatch.setattr(delta_maintenance, "checkpoint", _checkpoint_in_this_process)
+    monkeypatch.setattr(delta_table, "checkpoint", _checkpoint_in_this_process)
     # As a daemon's: the s3a settings in the Spark settings, the credentials apart.
     settings = services.s3a_settings(s3_service)
     credentials = {k: settings.pop(k) for k in (ACCESS_KEY, SECRET_KEY)}

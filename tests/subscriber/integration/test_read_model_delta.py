@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from subscriber.maintenance.delta_table import latest_version
 from subscriber.reads.model import ReadModel
 from subscriber.reads.sources import read_model
 from subscriber.settings import SubscriberSettings
 from subscriber.store.delta import DeltaStore
-from subscriber.store.delta_maintenance import latest_version
 from subscriber.store.rows import StoredNode
 from tests.subscriber.packages import add, delete, file_node, new_change_set, node
 

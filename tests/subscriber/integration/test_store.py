@@ -310,8 +310,8 @@ def test_a_fold_whose_files_another_commit_removed_is_dropped(
     the fold, and the table keeps the compaction's content, nothing twice."""
     from delta.tables import DeltaTable
 
-    from subscriber.store import compaction, delta_maintenance, folding
-    from subscriber.store.folding import RewriteConflict
+    from subscriber.maintenance import compaction, delta_table, rewrites
+    from subscriber.maintenance.rewrites import RewriteConflict
 
     store = DeltaStore(spark, str(tmp_path / "store"))
     store.open()
@@ -321,9 +321,9 @@ def test_a_fold_whose_files_another_commit_removed_is_dropped(
 
     class CompactingFirst:
         def __enter__(self) -> None:
-            with delta_maintenance.active_session(store.maintenance_spark) as session:
+            with delta_table.active_session(store.maintenance_spark) as session:
                 compacted = compaction.plan(session, store.location, 1 << 30)
-                folding.commit(session, store.location, compacted, lock, folding.COMPACT)
+                rewrites.commit(session, store.location, compacted, lock, rewrites.COMPACT)
             lock.__enter__()
 
         def __exit__(self, *exc: Any) -> None:
@@ -350,44 +350,44 @@ def test_a_fold_checks_the_commits_that_landed_while_it_was_planned(
     the store has one, not in the store's process): a compaction that lands while the fold is
     computed fails the fold's plan, and the fold's commit checks only the commits after the
     version the plan checked up to."""
-    from subscriber.store import compaction, delta_maintenance, folding
-    from subscriber.store.folding import RewriteConflict
+    from subscriber.maintenance import compaction, delta_table, rewrites
+    from subscriber.maintenance.rewrites import RewriteConflict
 
     store = DeltaStore(spark, str(tmp_path / "store"))
     store.open()
     store.commit(new_change_set([add(0, "/a", node("/a", v="1"), node("/a/b"))]))
     store.commit(new_change_set([add(1, "/a", node("/a", v="2"))]))
     checked_from: list[int] = []
-    check_since, commit = folding.check_since, folding.commit
+    check_since, commit = rewrites.check_since, rewrites.commit
 
     def compacting_first(delta_log: Any, version: int, names: set[str]) -> int:
         first = not checked_from
         checked_from.append(version)
         if first:  # the plan's check: a compaction landed while it ran
-            with delta_maintenance.active_session(store.maintenance_spark) as session:
+            with delta_table.active_session(store.maintenance_spark) as session:
                 compacted = compaction.plan(session, store.location, 1 << 30)
-                commit(session, store.location, compacted, store.commit_lock, folding.COMPACT)
+                commit(session, store.location, compacted, store.commit_lock, rewrites.COMPACT)
         return check_since(delta_log, version, names)
 
     def not_committed(*_: object) -> None:
         pytest.fail("the fold's plan let a conflicting commit through to the fold's commit")
 
-    monkeypatch.setattr(folding, "check_since", compacting_first)
-    monkeypatch.setattr(folding, "commit", not_committed)
+    monkeypatch.setattr(rewrites, "check_since", compacting_first)
+    monkeypatch.setattr(rewrites, "commit", not_committed)
     with pytest.raises(RewriteConflict, match="which the plan replaces"):
         store.fold(1000)
-    monkeypatch.setattr(folding, "commit", commit)
+    monkeypatch.setattr(rewrites, "commit", commit)
     assert store.state is not None
     assert store.state.scopes == 2  # nothing folded
-    monkeypatch.setattr(folding, "check_since", check_since)
+    monkeypatch.setattr(rewrites, "check_since", check_since)
     store.commit(new_change_set([add(2, "/c", node("/c"))]))
-    with delta_maintenance.active_session(store.maintenance_spark) as session:
-        planned = folding.plan(session, store.location, 1000)
+    with delta_table.active_session(store.maintenance_spark) as session:
+        planned = rewrites.plan(session, store.location, 1000)
     assert planned.checked == planned.version  # nothing landed meanwhile
     store.commit(new_change_set([add(3, "/d", node("/d"))]))
-    monkeypatch.setattr(folding, "check_since", compacting_first)
+    monkeypatch.setattr(rewrites, "check_since", compacting_first)
     checked_from[:] = [-1]  # no compaction this time
-    with delta_maintenance.active_session(store.maintenance_spark) as session:
+    with delta_table.active_session(store.maintenance_spark) as session:
         commit(session, store.location, planned, store.commit_lock)
     assert checked_from[1] == planned.checked  # from where the plan left off
     assert stored_paths(store) == {"/a", "/c", "/d"}

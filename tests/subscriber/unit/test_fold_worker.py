@@ -1,5 +1,5 @@
-"""The fold worker's client (subscriber.store.fold_worker) against workers that misbehave, each
-a real process in the worker's place: one that exits, one that answers nonsense, one that
+"""The fold worker's client (subscriber.maintenance.fold_worker) against workers that misbehave,
+each a real process in the worker's place: one that exits, one that answers nonsense, one that
 hangs, one that answers a line past the bound, one that reports a conflict or a failure. Each
 fails the fold with a clear error that says whether a retry helps, and the next fold starts a
 new worker. The plan's JSON is checked field by field. (The real worker, on real Spark:
@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from subscriber.store.base import StepOutcome
-from subscriber.store.fold_worker import (
+from subscriber.maintenance.fold_worker import (
     MAX_LINE_BYTES,
     WORKER_COMMAND,
     FoldWorker,
     FoldWorkerError,
 )
-from subscriber.store.folding import RewriteConflict, RewritePlan
+from subscriber.maintenance.rewrites import RewriteConflict, RewritePlan
+from subscriber.store.base import StepOutcome
 from tests.waiting import wait_for
 
 PLAN = RewritePlan(7, 9, 10, 3, 1, ("part-a.parquet",), ('{"add": {}}', '{"remove": {}}'))
@@ -234,10 +234,10 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The worker's side (fold_worker.serve), with the fold and its session replaced."""
-    from subscriber.store import compaction, delta_maintenance, fold_worker, folding
+    from subscriber.maintenance import compaction, delta_table, fold_worker, rewrites
 
     monkeypatch.setattr(fold_worker, "_session", lambda *_: object())
-    monkeypatch.setattr(folding, "plan", lambda *_: PLAN)
+    monkeypatch.setattr(rewrites, "plan", lambda *_: PLAN)
     compacted = dataclasses.replace(PLAN, scopes=0)
     targets: list[tuple[str, int, int]] = []
 
@@ -246,9 +246,9 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
         return compacted
 
     monkeypatch.setattr(compaction, "plan", compaction_plan)
-    monkeypatch.setattr(delta_maintenance, "active_session", contextlib.nullcontext)
+    monkeypatch.setattr(delta_table, "active_session", contextlib.nullcontext)
     checkpointed: list[str] = []
-    monkeypatch.setattr(delta_maintenance, "checkpoint", lambda _, at: checkpointed.append(at))
+    monkeypatch.setattr(delta_table, "checkpoint", lambda _, at: checkpointed.append(at))
     vacuumed = StepOutcome(9, 9, files_deleted=2, bytes_reclaimed=300)
     vacuumed_at: list[str] = []
 
@@ -256,7 +256,7 @@ def test_the_worker_answers_while_asked_and_exits_when_idle(
         vacuumed_at.append(at)
         return vacuumed
 
-    monkeypatch.setattr(delta_maintenance, "vacuum", vacuum)
+    monkeypatch.setattr(delta_table, "vacuum", vacuum)
     requests_in, requests_out = os.pipe()
     replies_in, replies_out = os.pipe()
     with (

@@ -1,6 +1,6 @@
-"""Store maintenance scheduling (subscriber/maintenance.py) on the in-memory store: one step per
-idle poll; the purge in the import thread, the fold, checkpoint, compaction and VACUUM's turn
-(the retention, then VACUUM) in the maintenance thread while imports go on, one at a time; a
+"""Store maintenance scheduling (subscriber.maintenance.scheduler) on the in-memory store: one
+step per idle poll; the purge in the import thread, the fold, checkpoint, compaction and
+VACUUM's turn (the retention, then VACUUM) in the maintenance thread while imports go on, one at a time; a
 failed step is logged, counted and tried again later; maintenance off runs only the purge, the
 fold and the checkpoint."""
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from journal.wire import messages as m
-from subscriber.maintenance import FOLD_RETRY_S, Maintenance, MaintenancePolicy
+from subscriber.maintenance.scheduler import FOLD_RETRY_S, Maintenance, MaintenancePolicy
 from subscriber.metrics import SubscriberMetrics
 from subscriber.store.base import StepOutcome
 from subscriber.store.memory import MemoryStore
@@ -90,7 +90,7 @@ def test_a_compaction_that_finds_too_few_small_files_is_not_reported(
     """The compaction counts the small files itself (where it is planned: the store's process
     lists no files to see whether one is due); finding fewer than ``compact_min_files`` it
     rewrites nothing, and no report, log line or metric says it ran."""
-    caplog.set_level("INFO", logger="subscriber.maintenance")
+    caplog.set_level("INFO", logger="subscriber.maintenance.scheduler")
     store = committed_store(5)
     metrics = SubscriberMetrics("sub")
     policy = MaintenancePolicy(purge_every_commits=5, compact_min_files=6, interval_s=60)

@@ -1,7 +1,7 @@
 """Compaction: the table's small files merged into files of up to a target size (bin-packing, as
-Delta's OPTIMIZE does it), planned like a fold (subscriber.store.folding): ``plan`` writes the
-new files from one version of the table and returns them with the files they replace, and the
-store commits that (``folding.commit``, an OPTIMIZE with ``dataChange = false``).
+Delta's OPTIMIZE does it), planned like a fold (subscriber.maintenance.rewrites): ``plan``
+writes the new files from one version of the table and returns them with the files they
+replace, and the store commits that (``rewrites.commit``, an OPTIMIZE with ``dataChange = false``).
 
 Why not OPTIMIZE itself: it writes and commits in one call, so it must run in the store's
 process (on S3 only one process writes the table's log), where it competes with the imports for
@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from runtime.clock import now_ms
-from subscriber.store.delta_maintenance import small_file_bytes
-from subscriber.store.folding import (
+from subscriber.maintenance.delta_table import small_file_bytes
+from subscriber.maintenance.rewrites import (
     RewritePlan,
     check_since,
     file_name,
@@ -33,7 +33,7 @@ def plan(spark: Any, location: str, target_file_bytes: int, min_files: int = 2) 
     written as one file (``dataChange = false``), uncommitted. Bins of one file are left as
     they are; no file is rewritten when none are, or when fewer than ``min_files`` are small.
 
-    ``spark`` must be the thread's active session (delta_maintenance.active_session)."""
+    ``spark`` must be the thread's active session (delta_table.active_session)."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as func
 

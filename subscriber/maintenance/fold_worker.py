@@ -1,6 +1,6 @@
 """A fold worker: a process of its own, at the lowest CPU priority, that computes the stores'
-folds and compactions (subscriber.store.folding.plan, subscriber.store.compaction.plan),
-writes their checkpoints and runs their VACUUMs (subscriber.store.delta_maintenance), so that
+folds and compactions (subscriber.maintenance.rewrites.plan and compaction.plan), writes
+their checkpoints and runs their VACUUMs (subscriber.maintenance.delta_table), so that
 the imports keep the cores.
 
 On one machine a fold's work (it reads, joins and rewrites files: seconds to minutes of one
@@ -41,8 +41,8 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any, overload
 
 from runtime.errors import ScdError
+from subscriber.maintenance.rewrites import COMPACT, FOLD, RewriteConflict, RewritePlan
 from subscriber.store.base import StepOutcome
-from subscriber.store.folding import COMPACT, FOLD, RewriteConflict, RewritePlan
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ DEFAULT_IDLE_S = 120.0
 # Bounds on one line of the protocol: a plan lists a fold's files (hundreds of actions of
 # about 1 KiB each on the million-node store).
 MAX_LINE_BYTES = 64 << 20
-# The steps it runs (besides folding.FOLD and folding.COMPACT).
+# The steps it runs (besides rewrites.FOLD and rewrites.COMPACT).
 CHECKPOINT, VACUUM = "checkpoint", "vacuum"
 # What the reader hands on for a line past the bound (not a line the worker can write).
 OVERSIZED = b"\x00"
@@ -85,7 +85,11 @@ WORKER_CONF = {
 }
 
 
-WORKER_COMMAND = (sys.executable, "-c", "from subscriber.store.fold_worker import main; main()")
+WORKER_COMMAND = (
+    sys.executable,
+    "-c",
+    "from subscriber.maintenance.fold_worker import main; main()",
+)
 
 
 class FoldWorkerError(ScdError):
@@ -147,7 +151,7 @@ class FoldWorker:
             raise FoldWorkerError(f"the fold worker answered nonsense: {exc}") from None
 
     def compaction(self, location: str, target_file_bytes: int, min_files: int) -> RewritePlan:
-        """The compaction of the store at ``location`` (subscriber.store.compaction), computed
+        """The compaction of the store at ``location`` (subscriber.maintenance.compaction), computed
         by the worker."""
         request = {
             "op": COMPACT,
@@ -158,7 +162,7 @@ class FoldWorker:
         return self._plan(self._asked(request))
 
     def checkpoint(self, location: str) -> bool:
-        """A checkpoint of the store at ``location`` (delta_maintenance.checkpoint), written by
+        """A checkpoint of the store at ``location`` (delta_table.checkpoint), written by
         the worker; False, and nothing written, when the worker is busy with another step (a
         checkpoint is short and due every few commits: it need not queue behind a fold)."""
         reply = self._asked({"op": CHECKPOINT, "location": location}, wait=False)
@@ -170,7 +174,7 @@ class FoldWorker:
         return True
 
     def vacuum(self, location: str) -> StepOutcome:
-        """VACUUM of the store at ``location`` (delta_maintenance.vacuum), by the worker: the
+        """VACUUM of the store at ``location`` (delta_table.vacuum), by the worker: the
         table's files, the files it deleted and their bytes."""
         reply = self._asked({"op": VACUUM, "location": location})
         try:
@@ -306,7 +310,7 @@ def _read_lines(stream: IO[bytes], replies: queue.Queue[bytes]) -> None:
 def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     """The worker: its Spark settings on the first line, then one step per line (``op``:
     FOLD, COMPACT, CHECKPOINT or VACUUM). ``requests`` is unbuffered (see ``_ready``)."""
-    from subscriber.store import compaction, delta_maintenance, folding
+    from subscriber.maintenance import compaction, delta_table, rewrites
 
     first = requests.readline(MAX_LINE_BYTES)
     if not first:
@@ -319,19 +323,19 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
         try:
             request = json.loads(line)
             location = str(request["location"])
-            with delta_maintenance.active_session(spark):
+            with delta_table.active_session(spark):
                 if request["op"] == FOLD:
-                    plan = folding.plan(spark, location, int(request["max_scopes"]))
+                    plan = rewrites.plan(spark, location, int(request["max_scopes"]))
                     reply = {"plan": dataclasses.asdict(plan)}
                 elif request["op"] == COMPACT:
                     target, least = int(request["target_file_bytes"]), int(request["min_files"])
                     rewrite = compaction.plan(spark, location, target, least)
                     reply = {"plan": dataclasses.asdict(rewrite)}
                 elif request["op"] == CHECKPOINT:
-                    delta_maintenance.checkpoint(spark, location)
+                    delta_table.checkpoint(spark, location)
                     reply = {"done": True}
                 elif request["op"] == VACUUM:
-                    outcome = delta_maintenance.vacuum(spark, location)
+                    outcome = delta_table.vacuum(spark, location)
                     reply = {"outcome": dataclasses.asdict(outcome)}
                 else:
                     reply = {"error": f"no such step: {request['op']!r:.100}"}
@@ -353,11 +357,11 @@ def _ready(requests: IO[bytes], idle_s: float) -> bool:
 
 def _session(conf: dict[str, str], hadoop: dict[str, str]) -> Any:
     """The worker's session: the store's context settings and Hadoop settings, and the SQL
-    settings of a store's maintenance session (subscriber.store.sessions)."""
+    settings of a store's maintenance session (subscriber.maintenance.sessions)."""
     from pyspark.sql import SparkSession
 
+    from subscriber.maintenance.sessions import MAINTENANCE_SESSION_CONF, STORE_SESSION_CONF
     from subscriber.spark import SPARK_LOG_LEVEL, set_hadoop
-    from subscriber.store.sessions import MAINTENANCE_SESSION_CONF, STORE_SESSION_CONF
 
     builder = SparkSession.builder
     for key, value in {**conf, **STORE_SESSION_CONF, **MAINTENANCE_SESSION_CONF}.items():

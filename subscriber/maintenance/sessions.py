@@ -1,5 +1,5 @@
 """The SQL settings of a store's Spark sessions: the store's own (subscriber.store.delta) and
-its maintenance's, which the fold worker's session has too (subscriber.store.fold_worker)."""
+its maintenance's, which the fold worker's session has too (subscriber.maintenance.fold_worker)."""
 
 # Session settings DeltaStore sets on its session. The purge replaces bookkeeping rows with
 # ``replaceWhere``, writing a row that its predicate need not select, so Delta's check that

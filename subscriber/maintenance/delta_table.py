@@ -1,6 +1,6 @@
-"""Maintenance operations on the subscriber's Delta table (what subscriber.maintenance runs,
-through DeltaStore): file statistics, checkpoints, VACUUM and the table's retention (the fold
-and the compaction: subscriber.store.folding, subscriber.store.compaction).
+"""Maintenance operations on the subscriber's Delta table (what the scheduler runs, through
+DeltaStore): file statistics, checkpoints, VACUUM and the table's retention (the fold
+and the compaction: subscriber.maintenance.rewrites, subscriber.maintenance.compaction).
 
 None of them changes content or offset. A checkpoint commits nothing; VACUUM only deletes files
 no version within the retention reads, and commits nothing either; the retention is two table
@@ -75,7 +75,7 @@ def file_stats(spark: Any, location: str) -> FileStats:
 
 
 def small_file_bytes(target_file_bytes: int) -> int:
-    """Files below this size are compacted (subscriber.store.compaction), into files of up to
+    """Files below this size are compacted (subscriber.maintenance.compaction), into files of up to
     ``target_file_bytes``. Files from half the target size up are left alone, so a run rewrites
     at most half a target of earlier output (with OPTIMIZE's defaults, 1 GiB, every small file
     would join one ever-growing file, rewritten by every run and by every fold touching one of
@@ -88,7 +88,7 @@ def vacuum(spark: Any, location: str) -> StepOutcome:
     those Delta's VACUUM finds (its DRY RUN: it lists the table's directory, so it also finds
     files of commits that never landed), deleted here. Delta's VACUUM itself would commit its
     START and END: only the table's one writer may commit, and this runs in the fold worker
-    too (subscriber.store.fold_worker), out of the imports' JVM, where a VACUUM of the
+    too (subscriber.maintenance.fold_worker), out of the imports' JVM, where a VACUUM of the
     million-node store made the packages beside it wait over twice their median. No RETAIN
     clause: Delta rounds one to whole hours (and refuses less than 7 days unless a session
     check is off), while the table property is honoured to the second, so a retention of

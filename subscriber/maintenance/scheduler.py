@@ -29,14 +29,14 @@ checkpoint takes longer than the commits that make the next one due). The steps:
   the whole table (12-44 s on a million-node store alone, minutes beside imports on a loaded
   2-core machine: bench/README.md); it commits with
   ``dataChange = false`` from the version it read, so the imports committed meanwhile do not
-  fail it (subscriber.store.folding; a MERGE failed beside every import, as the
+  fail it (subscriber.maintenance.rewrites; a MERGE failed beside every import, as the
   table is Serializable). One that fails is tried again after FOLD_RETRY_S;
 * ``checkpoint``: a Delta checkpoint once enough commits were made; Delta also deletes log
   entries older than the retention when it writes one;
 * ``retention``: the table keeps its log and removed files for the retention (table
   properties, which VACUUM and the log cleanup go by; checked at start and right before each
   VACUUM, in VACUUM's turn, set when they differ);
-* ``compact``: the small files merged (subscriber.store.compaction: planned like a fold,
+* ``compact``: the small files merged (subscriber.maintenance.compaction: planned like a fold,
   committed as an OPTIMIZE) once ``compact_min_files`` files are below half ``target_file_bytes``
   (considered after each purge, and after ``interval_s`` for any two small files left);
 * ``vacuum``: VACUUM with the retention every ``interval_s``: it deletes only files no version
@@ -44,7 +44,7 @@ checkpoint takes longer than the commits that make the next one due). The steps:
 
 ``purge``, ``fold`` and ``checkpoint`` always run (without them reads slow down with every
 commit); the others only when maintenance is enabled. None changes content or offset
-(subscriber.store.delta_maintenance), and each commits atomically or not at all, so a crash
+(subscriber.maintenance.delta_table), and each commits atomically or not at all, so a crash
 during one leaves the store as before it or after it. Each step is logged in one line and
 counted (subscriber.metrics); a step of the maintenance thread that fails is logged, counted
 (``failures``, ``scd_store_maintenance_failures_total``) and tried again when next due.
@@ -310,7 +310,7 @@ class Maintenance:
 
     def _start_fold(self) -> None:
         """The fold, in the maintenance thread: it reads one version of the table and commits
-        beside the imports (subscriber.store.folding). One that failed (a conflict
+        beside the imports (subscriber.maintenance.rewrites). One that failed (a conflict
         with another writer's maintenance, an unreachable store) is tried again after
         FOLD_RETRY_S."""
 

@@ -1,10 +1,10 @@
 """Rewrites of a store table's files that change no content, planned in one step and committed
 in another: the fold (``plan``) deletes the node versions that the oldest scopes cover, and
 those scopes, so that the table stays close to its current tree (subscriber.store.current_tree)
-while reads and the table get smaller; the compaction (subscriber.store.compaction) merges
+while reads and the table get smaller; the compaction (subscriber.maintenance.compaction) merges
 small files. ``plan`` computes and writes the new files (the work: CPU for seconds to minutes),
 ``commit`` commits them under the store's lock (hundredths of a second). The plan may be
-computed in another process (subscriber.store.fold_worker); the commit is always the store's
+computed in another process (subscriber.maintenance.fold_worker); the commit is always the store's
 own, the one writer of the table.
 """
 
@@ -29,7 +29,7 @@ class RewritePlan:
     """What a fold or a compaction computed from one version of the table, to be committed
     (``commit``): the files it wrote and those they replace, as Delta's JSON actions, and the
     names of the replaced files (for the conflict check). It crosses a process boundary when
-    a fold worker computes it (subscriber.store.fold_worker)."""
+    a fold worker computes it (subscriber.maintenance.fold_worker)."""
 
     version: int
     # The last version checked for commits that conflict with it (``check_since``; its
@@ -79,7 +79,7 @@ def plan(spark: Any, location: str, max_scopes: int) -> RewritePlan:
     fold of 200 scopes on a million-node store read every file, twice). The files it writes are
     ``dataChange = false`` (like OPTIMIZE): the current tree is the same.
 
-    ``spark`` must be the thread's active session (delta_maintenance.active_session)."""
+    ``spark`` must be the thread's active session (delta_table.active_session)."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as func
 
@@ -181,7 +181,7 @@ def commit(
     id: a deposed writer's fold deletes only what stays covered. There is no public API for
     such a commit; it goes through Delta's OptimisticTransaction (JVM gateway).
 
-    ``spark`` must be the thread's active session (delta_maintenance.active_session)."""
+    ``spark`` must be the thread's active session (delta_table.active_session)."""
     before = rewrite.files_before
     if not rewrite.rewritten:
         return StepOutcome(before, before)
