@@ -25,6 +25,7 @@ import threading
 from collections.abc import Mapping
 
 from blobstore.api import BlobStore
+from blobstore.oak import OakDataStore
 from journal.api import Journal, Position
 from journal.content import rules
 from journal.messaging import MessagePoller, MessageSender
@@ -69,13 +70,16 @@ class SubscriberAgent:
         lease: WriterLease | None = None,
         start_offset: int | None = None,
         commit_slots: CommitSlots | None = None,
+        oak: OakDataStore | None = None,
     ) -> None:
         """``store``: the product's is ``DeltaStore(spark, settings.store_path)``; ``lease``:
         the store's writer lease (subscriber.writer.role; None: the only writer, unchecked);
         ``start_offset``: where a new store starts, fixed when the process started
         (subscriber.bookkeeper.behind_log.reset_position; None: resolved when the store opens);
         ``hooks``: the import hooks by name, in order (None: the configured ones);
-        ``commit_slots``: shared by the daemon's agents (None: this agent's alone)."""
+        ``commit_slots``: shared by the daemon's agents (None: this agent's alone);
+        ``oak``: the Oak data store a FileVault package's binary references resolve in
+        (subscriber.bookkeeper.oak_refs; None: they are imported unresolved)."""
         hooks = load_hooks(settings) if hooks is None else hooks  # a bad name stops it here
         self.settings = settings
         self.journal = journal
@@ -147,7 +151,7 @@ class SubscriberAgent:
             settings,
             journal,
             self.store,
-            RecordDecoder(self.topics.package, settings.pub_agents, blobs, limits, verifier),
+            RecordDecoder(self.topics.package, settings.pub_agents, blobs, limits, verifier, oak),
             self.commands,
             self.bookkeeping,
             FailureReporter(

@@ -23,6 +23,7 @@ from typing import Any
 
 from blobstore.api import BlobStore
 from blobstore.factory import open_blob_store
+from blobstore.oak import OakDataStore, OakDataStoreSettings
 from journal.api import Journal
 from journal.factory import open_journal
 from journal.topics import topic_specs
@@ -97,6 +98,7 @@ def run(settings: SubscriberSettings) -> int:
     for one in each:  # so does an unknown import hook, before Kafka and Spark are waited for
         check_hook_names(one)
         _check_lease(one)  # and a store no writer lease can guard
+    oak = OakDataStore.from_settings(OakDataStoreSettings())  # SCD_OAK_*: so does a bad key
     with ExitStack() as stack:
         journal = stack.enter_context(open_journal(settings.journal))
         # The journal first: waiting for Kafka should not hold a Spark JVM.
@@ -139,6 +141,7 @@ def run(settings: SubscriberSettings) -> int:
                 ),
                 start_offset=start,
                 commit_slots=slots,
+                oak=oak,
             )
 
         agents = [make_agent(one, starts[one.agent_name]) for one in each]

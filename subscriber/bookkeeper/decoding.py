@@ -19,15 +19,17 @@ from dataclasses import dataclass
 from google.protobuf.message import Message
 
 from blobstore.api import BlobStore
+from blobstore.oak import OakDataStore
 from journal.api import Record
 from journal.content import rules
-from journal.content.filevault import Unmodelled
+from journal.content.filevault import FILEVAULT_PACKAGE_TYPE, Unmodelled
 from journal.content.package import ContentPackage
 from journal.errors import UnknownMessageType
 from journal.wire import messages as m
 from journal.wire.signing import RecordVerifier
 from runtime.errors import DecodeError, PermanentError
 from subscriber.bookkeeper.fetch import read_package
+from subscriber.bookkeeper.oak_refs import resolve_references
 
 
 @dataclass(frozen=True)
@@ -62,12 +64,14 @@ class RecordDecoder:
         blobs: BlobStore | None,
         limits: rules.ContentLimits,
         verifier: RecordVerifier | None,
+        oak: OakDataStore | None = None,
     ) -> None:
         self.topic = topic
         self.pub_agents = frozenset(pub_agents)
         self.blobs = blobs
         self.limits = limits
         self.verifier = verifier
+        self.oak = oak  # resolves a FileVault package's Oak data store references
 
     def decode(self, record: Record) -> Decoded:
         try:
@@ -84,6 +88,8 @@ class RecordDecoder:
                 self.verifier.verify(self.topic, record.headers, record.value)
             rules.check_package_message(message, self.limits)
             package, unmodelled = read_package(message, self.blobs, self.limits)
+            if self.oak is not None and message.pkg_type == FILEVAULT_PACKAGE_TYPE:
+                resolve_references(package, self.oak, self.blobs)
             rules.check_package(package, message.req_type, self.limits)
         except Exception as exc:  # classified by the import: permanent or transient
             return Decoded(message, error=exc, size=len(record.value))
