@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+from typing import Any, Self
+
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from publisher.clear import ClearMode, ClearResult
+from publisher.clear import ClearMode
 from publisher.discovery import Subscriber
-from publisher.distribute.cleanup import CleanupResult
-from publisher.distribute.distributor import DistributeResult
 from publisher.distribute.request import Action
-from publisher.pause import PauseResult
 from publisher.queues.views import QueueItem, QueueState, QueueSummary
 
 
 class ApiModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    @classmethod
+    def of(cls, result: object, **overrides: Any) -> Self:
+        """The response of ``result`` (the dataclass the publisher answers with): each field
+        the attribute of its name, or the value ``overrides`` gives it (fields named
+        otherwise, or computed). A field neither has is a bug: AttributeError."""
+        return cls.model_validate(
+            {
+                name: overrides[name] if name in overrides else getattr(result, name)
+                for name in cls.model_fields
+            }
+        )
 
 
 class DistributeResponse(ApiModel):
@@ -32,22 +43,6 @@ class DistributeResponse(ApiModel):
     throttled_s: float = Field(
         description="Seconds the request was held back because a subscriber queue was long"
     )
-
-    @classmethod
-    def of(cls, r: DistributeResult) -> DistributeResponse:
-        return cls(
-            package_id=r.package_id,
-            action=r.action,
-            offset=r.offset,
-            size=r.size,
-            spilled=r.spilled,
-            blob_key=r.blob_key,
-            paths=r.paths,
-            deep_paths=r.deep_paths,
-            node_count=r.node_count,
-            binaries_referenced=r.binaries_referenced,
-            throttled_s=r.throttled_s,
-        )
 
 
 class QueueModel(ApiModel):
@@ -66,21 +61,14 @@ class QueueModel(ApiModel):
     error_queue_size: int
 
     @classmethod
-    def of(cls, s: QueueSummary) -> QueueModel:
-        return cls(
-            name=s.name,
+    def of_summary(cls, s: QueueSummary) -> QueueModel:
+        return cls.of(
+            s,
             subscriber_sling_id=s.subscriber.sling_id,
             subscriber_agent_name=s.subscriber.agent_name,
-            state=s.state,
-            size=s.size,
-            head_offset=s.head_offset,
-            processed_offset=s.processed_offset,
-            head_attempts=s.head_attempts,
-            lag_ms=s.lag_ms,
             editable=s.subscriber.editable,
             max_retries=s.subscriber.max_retries,
             error_queue=s.error_queue_name,
-            error_queue_size=s.error_queue_size,
         )
 
 
@@ -88,6 +76,17 @@ class ErrorModel(ApiModel):
     message: str
     stacktrace: str
     reported_ms: int
+
+
+# The fields of a queue item taken from its package entry, and their value without one.
+ENTRY_FIELDS: dict[str, Any] = {
+    "package_id": None,
+    "action": None,
+    "paths": [],
+    "deep_paths": [],
+    "size": None,
+    "created_ms": None,
+}
 
 
 class QueueItemModel(ApiModel):
@@ -103,24 +102,14 @@ class QueueItemModel(ApiModel):
     last_error: ErrorModel | None
 
     @classmethod
-    def of(cls, item: QueueItem) -> QueueItemModel:
+    def of_item(cls, item: QueueItem) -> QueueItemModel:
+        """The item's own fields, its package's (none of an item whose package is gone)."""
         e = item.entry
         err = item.last_error
-        return cls(
-            id=item.id,
-            offset=item.offset,
-            package_id=e.package_id if e else None,
-            action=e.action if e else None,
-            paths=list(e.paths) if e else [],
-            deep_paths=list(e.deep_paths) if e else [],
-            size=e.size if e else None,
-            created_ms=e.created_ms if e else None,
-            attempts=item.attempts,
-            last_error=ErrorModel(
-                message=err.message, stacktrace=err.stacktrace, reported_ms=err.reported_ms
-            )
-            if err
-            else None,
+        return cls.of(
+            item,
+            **{name: getattr(e, name) if e else empty for name, empty in ENTRY_FIELDS.items()},
+            last_error=ErrorModel.of(err) if err else None,
         )
 
 
@@ -149,24 +138,11 @@ class ClearResponse(ApiModel):
     clear_offset: int | None
     command_offset: int | None
 
-    @classmethod
-    def of(cls, r: ClearResult) -> ClearResponse:
-        return cls(
-            queue=r.queue,
-            removed=r.removed,
-            clear_offset=r.clear_offset,
-            command_offset=r.command_offset,
-        )
-
 
 class PauseResponse(ApiModel):
     queue: str
     paused: bool  # what the command asks; the queue shows PAUSED once the subscriber announces it
     command_offset: int
-
-    @classmethod
-    def of(cls, r: PauseResult) -> PauseResponse:
-        return cls(queue=r.queue, paused=r.paused, command_offset=r.command_offset)
 
 
 class SubscriberStateModel(ApiModel):
@@ -187,20 +163,11 @@ class SubscriberModel(ApiModel):
     states: list[SubscriberStateModel]
 
     @classmethod
-    def of(cls, s: Subscriber) -> SubscriberModel:
-        return cls(
-            queue_name=s.queue_name,
-            sling_id=s.sling_id,
-            agent_name=s.agent_name,
-            editable=s.editable,
-            max_retries=s.max_retries,
-            last_seen_ms=s.last_seen_ms,
-            remote=s.remote,
+    def of_subscriber(cls, s: Subscriber) -> SubscriberModel:
+        return cls.of(
+            s,
             states=[
-                SubscriberStateModel(
-                    pub_agent_name=k, offset=v.offset, retries=v.retries, sequence=v.sequence
-                )
-                for k, v in sorted(s.states.items())
+                SubscriberStateModel.of(v, pub_agent_name=k) for k, v in sorted(s.states.items())
             ],
         )
 
@@ -225,17 +192,6 @@ class CleanupResponse(ApiModel):
     stamped: int
     kept: int
     failed: int
-
-    @classmethod
-    def of(cls, r: CleanupResult) -> CleanupResponse:
-        return cls(
-            earliest_offset=r.earliest_offset,
-            latest_offset=r.latest_offset,
-            deleted=r.deleted,
-            stamped=r.stamped,
-            kept=r.kept,
-            failed=r.failed,
-        )
 
 
 class HealthModel(ApiModel):

@@ -48,10 +48,8 @@ def agent_state(agent: AgentDep) -> AgentModel:
     """The agent: IDLE (all queues empty), BLOCKED (a queue is blocked) or RUNNING."""
     summaries = agent.queues.summaries()
     status = agent.status()
-    return AgentModel(
-        agent_name=status.agent_name,
-        instance_id=status.instance_id,
-        leader=status.leader,
+    return AgentModel.of(
+        status,
         state=agent.queues.agent_state(summaries),
         queues=len(summaries),
         items=sum(s.size for s in summaries),
@@ -68,7 +66,7 @@ def list_queues(
     aggregated ones, a page at a time; the total is in X-Total-Count."""
     total, summaries = agent.queues.page(skip, min(limit, agent.settings.max_page_items))
     response.headers[TOTAL_HEADER] = str(total)
-    return [QueueModel.of(s) for s in summaries]
+    return [QueueModel.of_summary(s) for s in summaries]
 
 
 @router.get("/queues/{name}", responses=NOT_FOUND)
@@ -84,7 +82,7 @@ def queue_items(
         total=summary.size,
         skip=skip,
         limit=limit,
-        items=[QueueItemModel.of(i) for i in items],
+        items=[QueueItemModel.of_item(i) for i in items],
     )
 
 
@@ -101,7 +99,7 @@ def error_queue_items(
         total=agent.queues.summary(name).error_queue_size,
         skip=skip,
         limit=limit,
-        items=[QueueItemModel.of(i) for i in items],
+        items=[QueueItemModel.of_item(i) for i in items],
     )
 
 

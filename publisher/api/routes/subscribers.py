@@ -20,4 +20,4 @@ def list_subscribers(
     alive = agent.discovery.alive()
     response.headers[TOTAL_HEADER] = str(len(alive))
     page = alive[skip : skip + min(limit, agent.settings.max_page_items)]
-    return [SubscriberModel.of(s) for s in page]
+    return [SubscriberModel.of_subscriber(s) for s in page]
