@@ -11,8 +11,11 @@ binary altered on the way is never written out as good either.
 from __future__ import annotations
 
 import io
+import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, BinaryIO
 from urllib.parse import quote
@@ -24,7 +27,14 @@ from subscriber.content import COPY_CHUNK_BYTES, ContentError, JsonValue
 from subscriber.reads.documents import OFFSET_HEADER
 from subscriber.store.rows import BinaryInfo, StoredNode
 
+# Each step of a request (connect, one read of the body, ...) waits at most this long.
 TIMEOUT_S = 30.0
+# A JSON answer (a node, a page of the tree) is read whole: at most this many bytes, within
+# this long, whatever the server sends. A page holds at most MAX_NODES documents of nodes that
+# each came in one package (decoded: at most 64 MiB); the API's own pages are far smaller.
+MAX_ANSWER_BYTES = 128 * 1024 * 1024
+ANSWER_DEADLINE_S = 120.0
+MAX_ERROR_BYTES = 64 * 1024
 # A page of /tree: the API's largest (subscriber.reads.documents.MAX_NODES).
 PAGE_NODES = 1000
 
@@ -106,7 +116,7 @@ class ReadApiSource:
         answer = self._get(f"{self.prefix}/content{quote(path)}")
         # A 404 that names the offset it reflects comes from the read model: no such node
         # (without one: no such agent, or no read API here).
-        if answer.status_code == 404 and OFFSET_HEADER in answer.headers:
+        if answer.status == 404 and OFFSET_HEADER in answer.headers:
             return None
         return stored_node(self._json(answer))
 
@@ -129,37 +139,73 @@ class ReadApiSource:
                 if answer.status_code == 404:
                     raise BlobNotFound(key)
                 if answer.status_code != 200:
-                    answer.read()
-                    raise ReadApiError(f"{self.url}{key}: {_reason(answer)}")
+                    # An error answer is small; a hostile one is cut at what the reason needs.
+                    head = next(answer.iter_bytes(MAX_ERROR_BYTES), b"")[:MAX_ERROR_BYTES]
+                    reason = _error(head) or answer.reason_phrase
+                    raise ReadApiError(f"{self.url}{key}: {answer.status_code} {reason}")
                 yield io.BufferedReader(_Body(answer.iter_bytes(COPY_CHUNK_BYTES)))
         except httpx.HTTPError as exc:
             raise ReadApiError(f"{self.url}{key}: {type(exc).__name__}: {exc}") from exc
 
     # ------------------------------------------------------------------ HTTP
-    def _get(self, target: str, params: dict[str, str] | None = None) -> httpx.Response:
+    def _get(self, target: str, params: dict[str, str] | None = None) -> _Answer:
+        """A 200 or 404 answer, its body read within MAX_ANSWER_BYTES and ANSWER_DEADLINE_S."""
+        deadline = time.monotonic() + ANSWER_DEADLINE_S
         try:
-            answer = self.http.get(target, params=params)
+            with self.http.stream("GET", target, params=params) as answer:
+                url = str(answer.request.url)
+                length = answer.headers.get("content-length", "")
+                if length.isdigit() and int(length) > MAX_ANSWER_BYTES:
+                    raise ReadApiError(
+                        f"{url}: an answer of {length} bytes (over {MAX_ANSWER_BYTES})"
+                    )
+                body = bytearray()
+                # As the bytes arrive (a chunk size would wait for a dripping body to fill it).
+                for chunk in answer.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_ANSWER_BYTES:
+                        raise ReadApiError(f"{url}: an answer over {MAX_ANSWER_BYTES} bytes")
+                    if time.monotonic() > deadline:
+                        raise ReadApiError(f"{url}: the answer took over {ANSWER_DEADLINE_S} s")
+                got = _Answer(
+                    answer.status_code, answer.reason_phrase, answer.headers, bytes(body), url
+                )
         except httpx.HTTPError as exc:
             raise ReadApiError(f"{self.url}{target}: {type(exc).__name__}: {exc}") from exc
-        if answer.status_code not in (200, 404):
-            raise ReadApiError(f"{self.url}{target}: {_reason(answer)}")
-        return answer
+        if got.status not in (200, 404):
+            raise ReadApiError(f"{got.url}: {got.reason()}")
+        return got
 
-    def _json(self, answer: httpx.Response) -> Any:
-        if answer.status_code != 200:
-            raise ReadApiError(f"{answer.request.url}: {_reason(answer)}")
+    def _json(self, answer: _Answer) -> Any:
+        if answer.status != 200:
+            raise ReadApiError(f"{answer.url}: {answer.reason()}")
         try:
-            return answer.json()
+            return json.loads(answer.body)
         except ValueError as exc:
-            raise ReadApiError(f"{answer.request.url}: not a JSON answer") from exc
+            raise ReadApiError(f"{answer.url}: not a JSON answer") from exc
 
 
-def _reason(answer: httpx.Response) -> str:
+@dataclass(frozen=True)
+class _Answer:
+    """One answer of the API, read whole."""
+
+    status: int
+    phrase: str
+    headers: httpx.Headers
+    body: bytes
+    url: str
+
+    def reason(self) -> str:
+        return f"{self.status} {_error(self.body) or self.phrase}"
+
+
+def _error(body: bytes) -> str | None:
+    """The ``error`` of a JSON error answer, if it has one."""
     try:
-        error = answer.json().get("error")
+        error = json.loads(body).get("error")
     except (ValueError, AttributeError):
-        error = None
-    return f"{answer.status_code} {error or answer.reason_phrase}"
+        return None
+    return error if isinstance(error, str) else None
 
 
 class _Body(io.RawIOBase):
