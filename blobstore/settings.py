@@ -51,30 +51,56 @@ class BlobStoreSettings(ScdSettings):
 
     model_config = SettingsConfigDict(env_prefix="SCD_BLOB_")
 
-    backend: Literal["s3", "local"] = "local"
+    backend: Literal["s3", "local"] = Field(
+        default="local",
+        description="`local`: a directory (`SCD_BLOB_LOCAL_ROOT`); `s3`: an S3 bucket",
+    )
     local_root: Path | None = Field(
         default=None, description="Directory of the local backend (created if missing)."
     )
     endpoint_url: str | None = Field(
-        default=None, description="S3 endpoint, e.g. http://127.0.0.1:9000; None = AWS."
+        default=None, description="S3 endpoint, e.g. http://127.0.0.1:9000; unset: AWS."
     )
     bucket: str = Field(
         default="scd-blobs",
         pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
         description="S3 bucket name (3-63 lower-case letters, digits, '.', '-').",
     )
-    region: str = "us-east-1"
-    access_key: str | None = None
-    secret_key: SecretStr | None = None
+    region: str = Field(default="us-east-1", description="S3 region")
+    access_key: str | None = Field(default=None, description="S3 access key")
+    secret_key: SecretStr | None = Field(
+        default=None,
+        description="S3 secret key (a secret: never logged, and never on a command line: the "
+        "subscriber sets it in its Spark JVM once it runs, as it does for its fold "
+        "worker, since `ps` shows a JVM's Spark settings to every local user)",
+    )
     multipart_threshold_bytes: int = Field(
-        default=DEFAULT_MULTIPART_THRESHOLD_BYTES, ge=S3_MIN_PART_BYTES
+        default=DEFAULT_MULTIPART_THRESHOLD_BYTES,
+        ge=S3_MIN_PART_BYTES,
+        description="uploads from this size on are multipart",
     )
     multipart_chunk_bytes: int = Field(
-        default=DEFAULT_MULTIPART_CHUNK_BYTES, ge=S3_MIN_PART_BYTES, le=S3_MAX_PART_BYTES
+        default=DEFAULT_MULTIPART_CHUNK_BYTES,
+        ge=S3_MIN_PART_BYTES,
+        le=S3_MAX_PART_BYTES,
+        description="size of one part of a multipart upload",
     )
-    connect_timeout_s: float = Field(default=DEFAULT_CONNECT_TIMEOUT_S, gt=0)
-    read_timeout_s: float = Field(default=DEFAULT_READ_TIMEOUT_S, gt=0)
-    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1)
+    connect_timeout_s: float = Field(
+        default=DEFAULT_CONNECT_TIMEOUT_S,
+        gt=0,
+        description="longest wait to connect to S3, per attempt",
+    )
+    read_timeout_s: float = Field(
+        default=DEFAULT_READ_TIMEOUT_S,
+        gt=0,
+        description="longest wait for an S3 answer, per attempt",
+    )
+    max_attempts: int = Field(
+        default=DEFAULT_MAX_ATTEMPTS,
+        ge=1,
+        description="attempts per S3 request (a dead endpoint fails after about attempts x "
+        "connect timeout)",
+    )
     create_bucket: bool = Field(
         default=False, description="Create the bucket when opening the store if it is missing."
     )

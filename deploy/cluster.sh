@@ -31,13 +31,16 @@
 #   SCD_CLUSTER_PUBLISHER_PORT       publisher REST API on 127.0.0.1, default 18080
 #   SCD_CLUSTER_SUBSCRIBER_PORT      health port of subscriber-1, default 18090 (subscriber-i
 #                                    gets this + i - 1)
-#   SCD_CLUSTER_SPARK_PORT           standalone master port, default 17077; its web UI is on
-#                                    SCD_CLUSTER_SPARK_UI_PORT (default 18180), the worker's
-#                                    on the port after it
+#   SCD_CLUSTER_SPARK_PORT / SCD_CLUSTER_SPARK_UI_PORT
+#                                    standalone master port and its web UI's, default 17077
+#                                    and 18180 (the worker's UI is on the port after it)
 #   SCD_CLUSTER_CONTENT_BUCKET       bucket of the s3a:// stores (--s3a), default scd-content
-#   SCD_CLUSTER_KAFKA_BOOTSTRAP      use this running Kafka (host:port) ...
-#   SCD_CLUSTER_S3_ENDPOINT          ... and this running S3 server (http://host:port) instead
-#                                    of starting deploy/services.sh; credentials and region
+#   SCD_CLUSTER_START_TIMEOUT_S      how long up waits for each subscriber's health endpoint,
+#                                    default 600 (seconds)
+#   SCD_CLUSTER_KAFKA_BOOTSTRAP / SCD_CLUSTER_S3_ENDPOINT
+#                                    use this running Kafka (host:port) and this running S3
+#                                    server (http://host:port) instead of starting
+#                                    deploy/services.sh; credentials and region
 #                                    from SCD_S3_ACCESS_KEY / SCD_S3_SECRET_KEY / SCD_S3_REGION
 #                                    (the deploy/s3.sh variables and defaults)
 # Settings of the daemons themselves (SCD_PUBLISHER_*, SCD_SUBSCRIBER_*, SCD_JOURNAL_*,
@@ -74,7 +77,7 @@ PUBLISHER_START_TIMEOUT_S=60
 # 2-core machine when three JVMs start at once, longer on a standalone master (executors
 # start first).
 # On a saturated 2-core machine the first s3a store creation alone was seen to take 3+ min,
-# so the default leaves twice that; SCD_CLUSTER_START_TIMEOUT_S overrides it.
+# so the default leaves twice that.
 SUBSCRIBER_START_TIMEOUT_S="${SCD_CLUSTER_START_TIMEOUT_S:-600}"
 # The standalone master and worker are up within seconds; 60 s leaves room for a busy machine.
 SPARK_START_TIMEOUT_S=60

@@ -1,5 +1,11 @@
 # Shared helpers for the deploy/ scripts (sourced, not executed): launching, readiness waits and
 # stopping of every daemon they run, the S3 call, and where the native servers listen.
+#
+# Environment:
+#   SCD_HOME     everything the scripts install or write, default ~/.scd
+#   SCD_VENV     the virtualenv of the scripts, default .venv in the checkout (CI keeps one
+#                outside its fresh clones, see .ci/run)
+#   SCD_PYTHON   the Python 3.11 that creates that virtualenv, default python3.11
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # the variables are used by the scripts that source this file
 
@@ -7,8 +13,6 @@ SCD_HOME="${SCD_HOME:-${HOME:?set HOME or SCD_HOME}/.scd}"
 SCD_DEPLOY_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SCD_REPO_DIR="$(cd "$SCD_DEPLOY_DIR/.." && pwd)"
 export SCD_HOME
-# The virtualenv of scd's scripts: .venv in the checkout, or SCD_VENV (CI keeps one outside its
-# fresh clones, see .ci/run).
 VENV="${SCD_VENV:-$SCD_REPO_DIR/.venv}"
 
 # Where the native servers listen and how the S3 one is reached (each can be overridden by the

@@ -19,13 +19,26 @@ DAY_MS = 24 * HOUR_MS
 class KafkaSecurity(BaseModel):
     """How clients authenticate to Kafka; rendered into librdkafka settings."""
 
-    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    ssl_ca_location: Path | None = None
-    ssl_certificate_location: Path | None = None
-    ssl_key_location: Path | None = None
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        default="PLAINTEXT",
+        description="how clients reach the brokers: in plain text or over TLS, with or without "
+        "SASL authentication",
+    )
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        default=None,
+        description="SASL mechanism (a `SASL_*` protocol needs it, the user and the password)",
+    )
+    sasl_username: str | None = Field(default=None, description="SASL user")
+    sasl_password: SecretStr | None = Field(
+        default=None, description="SASL password (a secret: never logged)"
+    )
+    ssl_ca_location: Path | None = Field(
+        default=None, description="CA certificate file that signs the brokers' certificates"
+    )
+    ssl_certificate_location: Path | None = Field(
+        default=None, description="client certificate (mutual TLS)"
+    )
+    ssl_key_location: Path | None = Field(default=None, description="client key (mutual TLS)")
 
     @model_validator(mode="after")
     def _sasl_complete(self) -> KafkaSecurity:
@@ -56,22 +69,46 @@ class KafkaSecurity(BaseModel):
 class TopicSettings(BaseModel):
     """Topic names, partitions and retention of the journal's five topics."""
 
-    package: str = "scd.package"
-    status: str = "scd.status"
-    discovery: str = "scd.discovery"
-    command: str = "scd.command"
-    event: str = "scd.event"
-    # Package topic: one partition keeps one total order of packages for every subscriber.
-    package_retention_ms: int = Field(default=7 * DAY_MS, gt=0)
-    # Discovery messages only matter while a subscriber is alive (TTL 30 s); an hour lets a
-    # restarting publisher rebuild its view without keeping stale announcements for long.
-    discovery_retention_ms: int = Field(default=HOUR_MS, gt=0)
-    # Keyed by subscriber agent name: several partitions spread up to 100 subscribers.
-    discovery_partitions: int = Field(default=4, ge=1)
-    command_partitions: int = Field(default=4, ge=1)
-    event_partitions: int = Field(default=4, ge=1)
-    # Small messages (status/command < 100 B, discovery < 500 B): a tight limit catches bugs.
-    control_max_message_bytes: int = Field(default=64 * 1024, gt=0)
+    package: str = Field(default="scd.package", description="topic of the content packages")
+    status: str = Field(
+        default="scd.status", description="topic of the subscribers' package statuses"
+    )
+    discovery: str = Field(
+        default="scd.discovery", description="topic of the subscribers' announcements"
+    )
+    command: str = Field(default="scd.command", description="topic of the clear commands")
+    event: str = Field(default="scd.event", description="topic of the distributed events")
+    package_retention_ms: int = Field(
+        default=7 * DAY_MS,
+        gt=0,
+        description="how long the package topic keeps a record (7 days): one partition, one total "
+        "order of packages for every subscriber; one further behind lost packages "
+        "(`SCD_SUBSCRIBER_ACCEPT_GAP`)",
+    )
+    discovery_retention_ms: int = Field(
+        default=HOUR_MS,
+        gt=0,
+        description="how long the discovery topic keeps an announcement: they only matter while a "
+        "subscriber is alive (TTL 30 s); an hour lets a restarting publisher rebuild "
+        "its view without keeping stale announcements for long",
+    )
+    discovery_partitions: int = Field(
+        default=4,
+        ge=1,
+        description="partitions of the discovery topic, keyed by subscriber agent name: several "
+        "spread up to 100 subscribers",
+    )
+    command_partitions: int = Field(
+        default=4, ge=1, description="partitions of the command topic (keyed by subscriber agent)"
+    )
+    event_partitions: int = Field(default=4, ge=1, description="partitions of the event topic")
+    control_max_message_bytes: int = Field(
+        default=64 * 1024,
+        gt=0,
+        description="largest record on the status, discovery and command topics (status and "
+        "command records are below 100 B, announcements below 500 B: a tight limit "
+        "catches bugs)",
+    )
 
 
 class JournalSettings(ScdSettings):
@@ -81,21 +118,47 @@ class JournalSettings(ScdSettings):
         env_prefix="SCD_JOURNAL_", env_nested_delimiter="__", extra="forbid"
     )
 
-    backend: Literal["kafka", "sqlite"] = "sqlite"
-    bootstrap_servers: str = "127.0.0.1:19092"
-    sqlite_path: Path = Path(".scd/journal.db")
-    # Largest record on the package topic: Kafka's customary 1 MiB, which holds an 800 KiB
-    # inline package plus its message envelope.
-    max_message_bytes: int = Field(default=1024 * 1024, ge=64 * 1024)
-    send_timeout_s: float = Field(default=DEFAULT_SEND_TIMEOUT_S, gt=0)
-    request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0)
-    # Create missing topics at start. Off where topics are provisioned by an administrator
-    # and the daemons' credentials may not create them; then a missing topic stops the start.
-    create_topics: bool = True
-    # The records' format, the same for every process of a deployment: scd's protobuf (Sling's
-    # 0.1.x schema) or Apache Sling's current JSON messages (docs/sling.md). A record of the
-    # other format is skipped and counted, never decoded.
-    wire_format: WireFormat = "protobuf"
+    backend: Literal["kafka", "sqlite"] = Field(
+        default="sqlite",
+        description="`sqlite`: one file shared by the processes of a machine (demo, tests); "
+        "`kafka`: the brokers of `SCD_JOURNAL_BOOTSTRAP_SERVERS`",
+    )
+    bootstrap_servers: str = Field(
+        default="127.0.0.1:19092", description="Kafka brokers, comma-separated"
+    )
+    sqlite_path: Path = Field(
+        default=Path(".scd/journal.db"), description="database file of the embedded journal"
+    )
+    max_message_bytes: int = Field(
+        default=1024 * 1024,
+        ge=64 * 1024,
+        description="Largest record on the package topic: Kafka's customary 1 MiB, which holds an "
+        "800 KiB inline package plus its message envelope.",
+    )
+    send_timeout_s: float = Field(
+        default=DEFAULT_SEND_TIMEOUT_S,
+        gt=0,
+        description="longest wait for the log to acknowledge a record; a distribute request "
+        "answers 503 after it",
+    )
+    request_timeout_s: float = Field(
+        default=DEFAULT_REQUEST_TIMEOUT_S,
+        gt=0,
+        description="longest wait of one broker request (metadata, offsets, admin)",
+    )
+    create_topics: bool = Field(
+        default=True,
+        description="Create missing topics at start. Off where topics are provisioned by an "
+        "administrator and the daemons' credentials may not create them; then a "
+        "missing topic stops the start.",
+    )
+    wire_format: WireFormat = Field(
+        default="protobuf",
+        description="The records' format, the same for every process of a deployment: `protobuf` "
+        "(Sling's 0.1.x schema) or `sling-json` (Apache Sling's current JSON "
+        "messages; [sling.md](sling.md)). A record of the other format is skipped and "
+        "counted.",
+    )
     security: KafkaSecurity = KafkaSecurity()
     topics: TopicSettings = TopicSettings()
 

@@ -119,6 +119,7 @@ class PublisherSettings(ScdSettings):
         default_factory=socket.gethostname,
         min_length=1,
         max_length=200,
+        json_schema_extra={"doc_default": "the host name"},
         description="This publisher instance (pub_sling_id; 'application' of events).",
     )
     dev_mode: bool = Field(
@@ -129,29 +130,47 @@ class PublisherSettings(ScdSettings):
     )
     signing_key: SecretStr | None = Field(
         default=None,
-        description="Ed25519 private key that signs package and command records: a PEM file "
-        "path, or base64:<raw 32-byte key> (signed records; the production setting).",
+        description="Ed25519 private key that signs package and command records: a PEM file path, "
+        "or base64:<raw 32-byte key> (signed records; the production setting).",
     )
     signing_key_id: str | None = Field(
         default=None,
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
         description="Id of the signing key, sent with each signed record.",
     )
-    host: str = "127.0.0.1"
+    host: str = Field(default="127.0.0.1", description="address the REST API listens on")
     advertised_url: str | None = Field(
         default=None,
         pattern=r"^https?://[^\s/?#]{1,255}(/[^\s?#]{0,200})?$",
-        description="Where the other instances of this agent reach this one's API (they "
-        "forward writing requests to the leader's). None: http://<host>:<port>, with the host "
-        "name when the API listens on every interface.",
+        json_schema_extra={
+            "doc_default": "`http://<host>:<port>` (the host name when the API listens on "
+            "every interface)"
+        },
+        description="where the other instances of the agent reach this one's API: a follower "
+        "forwards writing requests to the leader's "
+        "([replicas](security.md#publisher-replicas))",
     )
-    port: int = Field(default=8080, ge=0, le=65535)
+    port: int = Field(
+        default=8080,
+        ge=0,
+        le=65535,
+        description="port of the REST API",
+    )
 
     content_root: Path | None = Field(
         default=None, description="Directory tree ADD requests export nodes from."
     )
-    binary_threshold_bytes: int = Field(default=DEFAULT_BINARY_THRESHOLD_BYTES, ge=0)
-    inline_package_limit_bytes: int = Field(default=DEFAULT_INLINE_PACKAGE_LIMIT_BYTES, ge=1)
+    binary_threshold_bytes: int = Field(
+        default=DEFAULT_BINARY_THRESHOLD_BYTES,
+        ge=0,
+        description="binaries from this size on go to the blob store, content-addressed, and "
+        "travel by reference",
+    )
+    inline_package_limit_bytes: int = Field(
+        default=DEFAULT_INLINE_PACKAGE_LIMIT_BYTES,
+        ge=1,
+        description="packages above this size are spilled to the blob store and sent by reference",
+    )
     blob_timeout_s: float = Field(
         default=DEFAULT_BLOB_TIMEOUT_S,
         gt=0,
@@ -162,30 +181,69 @@ class PublisherSettings(ScdSettings):
         gt=0,
         description="Longest wait for a spilled package's offset stamp before answering.",
     )
-    max_package_bytes: int = Field(default=DEFAULT_MAX_PACKAGE_BYTES, ge=1)
-    max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, ge=1024)
+    max_package_bytes: int = Field(
+        default=DEFAULT_MAX_PACKAGE_BYTES,
+        ge=1,
+        description="largest package, decoded (413 beyond it)",
+    )
+    max_request_bytes: int = Field(
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        ge=1024,
+        description="largest request body (413 beyond it, before the body is read)",
+    )
     package_type: Literal["scd", "filevault"] = Field(
         default="scd",
-        description="Format of the packages built: scd's own, or a binary-less FileVault "
-        "package (pkgType journal_filevault) that Sling subscribers import.",
+        description="`scd`: scd's own package format (`pkgType` `scd-content`); `filevault`: "
+        "binary-less Jackrabbit FileVault packages (`pkgType` `journal_filevault`) "
+        "that Sling subscribers import ([filevault.md](filevault.md)). scd "
+        "subscribers import both.",
     )
-    package_key_prefix: str = Field(default="packages", pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    package_key_prefix: str = Field(
+        default="packages",
+        pattern=r"^[a-z0-9][a-z0-9_.-]*$",
+        description="blob-store prefix of spilled packages",
+    )
 
-    discovery_ttl_s: float = Field(default=DEFAULT_DISCOVERY_TTL_S, gt=0)
-    view_refresh_s: float = Field(default=DEFAULT_VIEW_REFRESH_S, gt=0)
+    discovery_ttl_s: float = Field(
+        default=DEFAULT_DISCOVERY_TTL_S,
+        gt=0,
+        description="a subscriber not announced for this long leaves the discovery view",
+    )
+    view_refresh_s: float = Field(
+        default=DEFAULT_VIEW_REFRESH_S,
+        gt=0,
+        description="period of the discovery view, metrics and queue refresh",
+    )
     poll_timeout_s: float = Field(
         default=DEFAULT_POLL_TIMEOUT_S,
         gt=0,
         description="Longest wait of one journal poll of the background readers (bounds stop).",
     )
-    queue_cache_recycle_s: float = Field(default=DEFAULT_QUEUE_CACHE_RECYCLE_S, gt=0)
-    fetch_timeout_s: float = Field(default=DEFAULT_FETCH_TIMEOUT_S, gt=0)
-    blocked_after_attempts: int = Field(default=DEFAULT_BLOCKED_AFTER_ATTEMPTS, ge=1)
-    max_page_items: int = Field(default=DEFAULT_MAX_PAGE_ITEMS, ge=1)
+    queue_cache_recycle_s: float = Field(
+        default=DEFAULT_QUEUE_CACHE_RECYCLE_S,
+        gt=0,
+        description="period after which the queue cache is rebuilt from the log",
+    )
+    fetch_timeout_s: float = Field(
+        default=DEFAULT_FETCH_TIMEOUT_S,
+        gt=0,
+        description="longest wait for another fetch of an older range of the package topic",
+    )
+    blocked_after_attempts: int = Field(
+        default=DEFAULT_BLOCKED_AFTER_ATTEMPTS,
+        ge=1,
+        description="a queue whose head failed this many times is BLOCKED",
+    )
+    max_page_items: int = Field(
+        default=DEFAULT_MAX_PAGE_ITEMS,
+        ge=1,
+        description="most items of one page of `/queues`, `/subscribers`",
+    )
     aggregate_subscriber_queues: bool = Field(
         default=False,
-        description="Show two aggregated queues (editable subscribers, clearable; all "
-        "subscribers, read-only) instead of one queue per subscriber.",
+        description="two aggregated queues (`aggregated-editable`, clearable; `aggregated-all`, "
+        "read-only) instead of one per subscriber ([REST "
+        "API](rest-api.md#aggregated-queues))",
     )
     max_subscribers: int = Field(
         default=DEFAULT_MAX_SUBSCRIBERS,
@@ -193,26 +251,47 @@ class PublisherSettings(ScdSettings):
         description="Subscribers tracked; the least recently announced beyond it are dropped.",
     )
 
-    # Other regions' copies of the discovery and status topics this publisher also reads
-    # (docs/regions.md): one topic name prefix per region (MirrorMaker 2's default policy
-    # names B's copy ``<B's alias>.<topic>``). A region costs two pollers: a few regions.
     remote_topic_prefixes: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         max_length=MAX_REMOTE_REGIONS,
-        description="Topic name prefixes of other regions' mirrored discovery and status "
-        "topics, comma-separated (e.g. rb.,rc.).",
+        description="Other regions' copies of the discovery and status topics the publisher reads "
+        "too, as topic name prefixes, comma-separated (MirrorMaker 2's default "
+        "policy: `rb.,rc.` reads `rb.<discovery topic>`, `rb.<status topic>`, ...). "
+        "At most 8, each 1-100 characters of a Kafka topic name, no repeats. Their "
+        "subscribers are placed by sequence number "
+        "([regions.md](regions.md#the-publisher-seeing-remote-subscribers)).",
     )
-    events_enabled: bool = True
-    cleanup_interval_s: float = Field(default=DEFAULT_CLEANUP_INTERVAL_S, gt=0)
-    cleanup_grace_s: float = Field(default=DEFAULT_CLEANUP_GRACE_S, ge=0)
-    leader_topic: str = "scd.publisher.leader"
-    leader_session_timeout_s: float = Field(default=DEFAULT_LEADER_SESSION_TIMEOUT_S, gt=0)
-    leader_lock_retry_s: float = Field(default=DEFAULT_LEADER_LOCK_RETRY_S, gt=0)
+    events_enabled: bool = Field(default=True, description="send distributed events (leader only)")
+    cleanup_interval_s: float = Field(
+        default=DEFAULT_CLEANUP_INTERVAL_S,
+        gt=0,
+        description="period of the blob cleanup (leader only)",
+    )
+    cleanup_grace_s: float = Field(
+        default=DEFAULT_CLEANUP_GRACE_S,
+        ge=0,
+        description="spilled blobs younger than this are never deleted by the cleanup",
+    )
+    leader_topic: str = Field(
+        default="scd.publisher.leader",
+        description="one-partition topic of the leader election on Kafka, and of the leader's "
+        "address announcements (both backends)",
+    )
+    leader_session_timeout_s: float = Field(
+        default=DEFAULT_LEADER_SESSION_TIMEOUT_S,
+        gt=0,
+        description="a leader silent for this long loses leadership (Kafka)",
+    )
+    leader_lock_retry_s: float = Field(
+        default=DEFAULT_LEADER_LOCK_RETRY_S,
+        gt=0,
+        description="how often a follower tries the leader lock (embedded journal)",
+    )
     throttle_queue_limit: int = Field(
         default=DEFAULT_THROTTLE_QUEUE_LIMIT,
         ge=0,
-        description="Editable subscriber queue size beyond which distribute requests are "
-        "delayed (0: never).",
+        description="Editable subscriber queue size beyond which distribute requests are delayed "
+        "(0: never).",
     )
     throttle_max_delay_s: float = Field(
         default=DEFAULT_THROTTLE_MAX_DELAY_S,
