@@ -8,5 +8,5 @@ REST API). Packages: ``distribute/`` (one request to one record), ``queues/`` (p
 queues over the package topic), ``api/`` (REST routes), ``console/`` (the operator page).
 Modules: ``discovery`` (which subscribers are alive, how far each got), ``distributed_events``
 (PackageDistributedMessage on the event topic), ``clear`` (clear commands), ``leader``,
-``bad_records``, ``metrics``, ``errors``, ``cli``.
+``bad_records``, ``metrics``, ``errors``, ``cli``, ``client`` (the one client of the REST API).
 """

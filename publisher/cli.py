@@ -15,21 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from runtime.errors import ScdError
+from publisher.client import QUEUES_PAGE, PublisherClient
 from runtime.progress import ProgressBar
 
 DEFAULT_URL = "http://127.0.0.1:8080"
-# A distribute returns once the package is on the log; the journal's send timeout (30 s)
-# bounds that, plus time to build and spill a large package.
-REQUEST_TIMEOUT_S = 120.0
-# Queues asked for per request: the API's largest page.
-QUEUES_PAGE = 1000
-
-
-class PublisherUnreachable(ScdError):
-    retriable = True
 
 
 def cmd_publisher(_args: argparse.Namespace) -> int:
@@ -41,42 +30,8 @@ def cmd_publisher(_args: argparse.Namespace) -> int:
     return run(PublisherSettings(), JournalSettings(), BlobStoreSettings())
 
 
-def _client(args: argparse.Namespace) -> httpx.Client:
-    headers = {}
-    token = args.token or os.environ.get("SCD_PUBLISHER_API_TOKEN")
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    return httpx.Client(base_url=args.url, headers=headers, timeout=REQUEST_TIMEOUT_S)
-
-
-def _request(client: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    try:
-        response = client.request(method, path, **kwargs)
-    except httpx.TransportError as exc:
-        raise PublisherUnreachable(f"publisher at {client.base_url} unreachable: {exc}") from exc
-    if response.status_code >= 400:
-        try:
-            detail = response.json().get("detail", response.text)
-        except ValueError:
-            detail = response.text
-        raise ScdError(f"{method} {path}: HTTP {response.status_code}: {detail}")
-    return response
-
-
-def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
-    return _request(client, method, path, **kwargs).json()
-
-
-def _all_pages(client: httpx.Client, path: str) -> list[Any]:
-    """Every element of a paged list (X-Total-Count says how many there are)."""
-    out: list[Any] = []
-    while True:
-        response = _request(client, "GET", path, params={"skip": len(out), "limit": QUEUES_PAGE})
-        page = response.json()
-        out.extend(page)
-        total = int(response.headers.get("x-total-count", len(out)))
-        if not page or len(out) >= total:
-            return out
+def _client(args: argparse.Namespace) -> PublisherClient:
+    return PublisherClient(args.url, args.token or os.environ.get("SCD_PUBLISHER_API_TOKEN"))
 
 
 def _requests(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -103,7 +58,7 @@ def cmd_distribute(args: argparse.Namespace) -> int:
     progress = ProgressBar("distribute") if len(requests) > 1 else None
     with _client(args) as client:
         for done, body in enumerate(requests, 1):
-            result = _call(client, "POST", "/distribute", json=body)
+            result = client.distribute(body)
             if progress is None:
                 print(json.dumps(result))
             else:
@@ -115,7 +70,7 @@ def cmd_distribute(args: argparse.Namespace) -> int:
 
 def cmd_queues(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        queues = _all_pages(client, "/queues")
+        queues = client.queues(page=QUEUES_PAGE)
     if args.json:
         print(json.dumps(queues, indent=2))
         return 0
@@ -131,24 +86,19 @@ def cmd_queues(args: argparse.Namespace) -> int:
 
 def cmd_queue_command(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        print(json.dumps(_call(client, "POST", f"/queues/{args.queue}/{args.command}")))
+        print(json.dumps(client.queue_command(args.queue, args.command)))
     return 0
 
 
 def cmd_clear(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"mode": args.mode}
-    if args.count is not None:
-        body["count"] = args.count
-    if args.offset is not None:
-        body["offset"] = args.offset
     with _client(args) as client:
-        print(json.dumps(_call(client, "POST", f"/queues/{args.queue}/clear", json=body)))
+        print(json.dumps(client.clear(args.queue, args.mode, args.count, args.offset)))
     return 0
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        print(json.dumps(_call(client, "POST", "/cleanup")))
+        print(json.dumps(client.cleanup()))
     return 0
 
 

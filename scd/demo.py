@@ -35,6 +35,7 @@ from blobstore.settings import BlobStoreSettings
 from journal.factory import open_journal
 from journal.settings import JournalSettings
 from journal.topics import topic_specs
+from publisher.client import PublisherClient
 from runtime.http_server import AppServer
 from scd.demo_output import QueueTable, Story, logs_to
 
@@ -201,15 +202,12 @@ def _run(workdir: Path, options: DemoOptions, story: Story, stack: ExitStack) ->
     story.line(f"  read API        {endpoint.url}/agents/<subscriber>/content/<path>")
 
     story.line("distributing the sample site through the REST API:")
-    client = stack.enter_context(
-        httpx.Client(base_url=api.url, timeout=120, headers={"Authorization": f"Bearer {token}"})
-    )
+    client = stack.enter_context(PublisherClient(api.url, token))
     offsets = []
     for body in REQUESTS:
-        answer = client.post("/distribute", json=body)
-        answer.raise_for_status()
-        story.distributed(body, answer.json())
-        offsets.append(answer.json()["offset"])
+        answer = client.distribute(body)
+        story.distributed(body, answer)
+        offsets.append(answer["offset"])
 
     story.line("queues draining (packages each subscriber has processed):")
     if not _drain(client, agents, offsets, QueueTable(story)):
@@ -262,13 +260,15 @@ def served_differences(url: str, agent: str, site: Path) -> list[str]:
     return problems
 
 
-def _drain(client: httpx.Client, agents: list[Any], offsets: list[int], table: QueueTable) -> bool:
+def _drain(
+    client: PublisherClient, agents: list[Any], offsets: list[int], table: QueueTable
+) -> bool:
     """Show each subscriber's progress until all processed every package; False on timeout."""
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
     started = time.monotonic()
     try:
         while True:
-            states = {q["subscriberAgentName"]: q["state"] for q in client.get("/queues").json()}
+            states = {q["subscriberAgentName"]: q["state"] for q in client.queues()}
             rows = [
                 (
                     agent.name,
