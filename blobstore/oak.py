@@ -134,7 +134,7 @@ class OakDataStoreSettings(ScdSettings):
         default="none",
         description="How the subscriber reaches the Oak data store of a FileVault package's "
         "`{BinaryRef}` references: `file` (a FileDataStore directory shared with the "
-        "subscriber, `FILE_ROOT`), `s3` (an S3DataStore in scd's blob store bucket), "
+        "subscriber, `SCD_OAK_FILE_ROOT`), `s3` (an S3DataStore in scd's blob store bucket), "
         "`none` (references are imported unresolved, as the blob key "
         "`filevault-ref/<reference>`, and their binaries cannot be read)",
     )
@@ -146,6 +146,7 @@ class OakDataStoreSettings(ScdSettings):
     s3_prefix: str = Field(
         default="",
         max_length=200,
+        json_schema_extra={"doc_default": "empty"},
         description="`s3` layout: the key prefix of the S3DataStore's records in scd's bucket "
         "(empty: the data store is the bucket's root)",
     )
@@ -153,13 +154,13 @@ class OakDataStoreSettings(ScdSettings):
         default=None,
         description="The data store's reference key, base64 (Oak's `referenceKeyEncoded`; for a "
         "FileDataStore `base64 -w0 <path>/reference.key`): a reference whose HMAC does not "
-        "match fails its package for good. Unset (and no `REFERENCE_KEY_FILE`): HMACs are "
+        "match fails its package for good. Unset (and no `SCD_OAK_REFERENCE_KEY_FILE`): HMACs are "
         "not checked, only their form",
     )
     reference_key_file: Path | None = Field(
         default=None,
         description="A file holding the reference key's raw bytes, e.g. the FileDataStore's own "
-        "`<path>/reference.key` (read once at start); exclusive with `REFERENCE_KEY`",
+        "`<path>/reference.key` (read once at start); exclusive with `SCD_OAK_REFERENCE_KEY`",
     )
 
     @model_validator(mode="after")

@@ -30,6 +30,7 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from blobstore.oak import OakDataStoreSettings
 from blobstore.settings import BlobStoreSettings
 from journal.settings import JournalSettings
 from publisher.settings import PublisherSettings
@@ -46,6 +47,7 @@ SETTINGS_MODELS: tuple[tuple[type[ScdSettings], str], ...] = (
     (BlobStoreSettings, "Blob store"),
     (PublisherSettings, "Publisher"),
     (SubscriberSettings, "Subscriber"),
+    (OakDataStoreSettings, "Oak data store of FileVault binary references (subscriber)"),
 )
 
 

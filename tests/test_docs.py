@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel
 from pydantic_settings import BaseSettings
 
+from blobstore.oak import OakDataStoreSettings
 from blobstore.settings import BlobStoreSettings
 from journal.settings import JournalSettings
 from publisher.settings import PublisherSettings
@@ -39,6 +40,7 @@ SETTINGS: tuple[tuple[type[BaseSettings], str], ...] = (
     (BlobStoreSettings, "SCD_BLOB_"),
     (PublisherSettings, "SCD_PUBLISHER_"),
     (SubscriberSettings, "SCD_SUBSCRIBER_"),
+    (OakDataStoreSettings, "SCD_OAK_"),
 )
 
 
