@@ -1,11 +1,9 @@
-"""The journal: the log that carries every message between publisher and subscribers.
+"""The journal: the log that carries every message between publisher and subscribers, on Kafka or
+on an embedded SQLite file, behind one backend-neutral API.
 
-Public interface, each in its module (importing the package loads no backend): the
-backend-neutral API (``api``: :class:`Journal`, :class:`Consumer`, :class:`Record`,
-:class:`Position`, :class:`TopicSpec`), ``factory.open_journal`` for the backend that
-``settings.JournalSettings`` names, ``topics.topic_specs`` for the five topics, and the journal
-errors (``errors``). Subpackages: ``kafka/`` and ``sqlite/`` (the two backends), ``wire/``
-(message codec and signed records), ``content/`` (the content package and its rules).
-``messaging`` sends and polls typed messages; ``cli`` and ``keys`` are the journal's ``scd``
-subcommands.
+What it offers, each imported from its module (importing the package loads no backend, so the
+``scd`` command line starts without confluent-kafka): :class:`journal.api.Journal` and its
+consumers, records, positions and topic specs; :func:`journal.factory.open_journal`, the backend
+a :class:`journal.settings.JournalSettings` names; :func:`journal.topics.topic_specs`, the five
+topics; typed messages (:mod:`journal.messaging`); the journal's errors (:mod:`journal.errors`).
 """

@@ -1,3 +1,4 @@
-"""What every scd package shares at run time: the root error, the settings base, logging and
-redaction, the small HTTP server, thread supervision and progress output (and the one
-percentile of the benches and tests). It imports no other scd package."""
+"""What every scd package shares at run time: the root error (:class:`runtime.errors.ScdError`),
+the settings base (:class:`runtime.config.ScdSettings`), logging and the redaction of secrets,
+the small HTTP server, supervised threads, the clock and progress output; imported from its
+modules. It imports no other scd package."""

@@ -1,12 +1,9 @@
 """The subscriber agent: imports the packages of the package topic into its own content store,
-exactly once, and reports its progress to the publishers it follows.
+exactly once, reports its progress to the publishers it follows, and serves the content it holds.
 
-Public interface (imported from its modules, so that using one part loads no other):
-``agent.SubscriberAgent`` (its parts wired together, and their threads),
-``settings.SubscriberSettings`` (``SCD_SUBSCRIBER_*``), ``daemon.run`` (started by
-``scd subscriber``), ``content`` and ``export`` (reading a store). Packages: ``store/`` (the
-content store: protocol, Delta, memory), ``writer/`` (one writer per store), ``bookkeeper/``
-(the import loop and its accounting). Modules: ``announcer`` (discovery messages),
-``readiness``, ``maintenance`` (idle-time store upkeep), ``http``, ``metrics``, ``spark``,
-``cli``.
+Public interface, each imported from its module (so that using one part loads no other, and no
+Spark before it is needed): :class:`subscriber.agent.SubscriberAgent` (the agent and its
+threads), :class:`subscriber.settings.SubscriberSettings` (``SCD_SUBSCRIBER_*``),
+:func:`subscriber.daemon.run` (``scd subscriber``), and reading a store
+(:mod:`subscriber.content`, :mod:`subscriber.export`, :mod:`subscriber.tree_reader`).
 """

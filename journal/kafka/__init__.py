@@ -1,9 +1,7 @@
-"""The Kafka backend of the journal, on confluent-kafka (librdkafka).
+"""The Kafka backend of the journal, on confluent-kafka (librdkafka): the journal API with
+transactional (fenced) writers and leader election by consumer-group membership.
 
-Public interface: :class:`KafkaJournal`. Inside: ``journal`` (topics, sending, admin),
-``consumer`` (records and positions), ``fenced`` (transactional writers, one per fence id),
-``leadership`` (leader election by consumer-group membership), ``errors`` (librdkafka errors
-as journal errors).
+Public interface: :class:`KafkaJournal`; librdkafka's errors reach callers as journal errors.
 """
 
 from journal.kafka.journal import KafkaJournal

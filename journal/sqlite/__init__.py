@@ -1,8 +1,8 @@
 """The embedded backend of the journal: one SQLite file (WAL) shared by the processes of a
-machine, for ``scd demo`` and the fast tests.
+machine, for ``scd demo`` and the fast tests, with Kafka's semantics and leader election by
+``flock``.
 
-Public interface: :class:`SqliteJournal`. Inside: ``journal`` (topics, records, fenced writes),
-``leadership`` (leader election by ``flock``).
+Public interface: :class:`SqliteJournal`.
 """
 
 from journal.sqlite.journal import SqliteJournal

@@ -1,6 +1,4 @@
-"""The operator console: a page served by the publisher at ``GET /console``.
-
-``static/`` holds the page, its script and its style, served as they are (no build step, no
-CDN: the machines it runs on are offline). The routes live in publisher/api/routes/console.py;
-``recent_events`` reads the latest distributed events back from the event topic for the page.
+"""The operator console: a page served by the publisher at ``GET /console``, as it is (no build
+step, no CDN: the machines it runs on are offline), with the latest distributed events read back
+from the event topic for it. Its routes are the REST API's (publisher.api.routes.console).
 """

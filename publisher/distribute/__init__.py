@@ -1,12 +1,10 @@
-"""One distribute request, from what the author asked for to a record on the package topic.
+"""One distribute request, from what the author asked for to a record on the package topic: the
+binary-less content package built from a directory tree or the request's nodes, spilled to the
+blob store when large, sent, and answered with its offset; the leader's cleanup of spilled blobs
+the log no longer holds.
 
-Public interface: :class:`DistributeRequest` (``request``), :class:`Distributor`
-(``distributor``: build, spill if large, send, answer with the offset) and
-:class:`DistributeResult`. Its steps: ``content_source`` (a directory tree as content nodes),
-``values`` (request property values as typed package values), ``builder`` (the binary-less
-content package), ``spill`` (packages above the inline limit go to the blob store),
-``blob_deadline`` (each blob store call of a request within a deadline) and ``cleanup``
-(the leader deletes spilled blobs the log no longer holds).
+Public interface: :class:`DistributeRequest` and :class:`Action`, :class:`Distributor` with
+:class:`DistributeResult`, :class:`PackageSpill` and :class:`BlobCleanup`.
 """
 
 from publisher.distribute.cleanup import BlobCleanup

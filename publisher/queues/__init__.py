@@ -1,11 +1,10 @@
 """The publisher's queues: one per alive subscriber, each a view of the package topic after the
-offset that subscriber processed.
+offset that subscriber processed, with its error queue and the back-pressure on authors when an
+editable subscriber's queue grows too long.
 
-Public interface: :class:`QueueCache` (``cache``: the package entries read from the topic, kept
-by a tail and a head reader), :class:`Queues` (``views``: per-subscriber queues, their states and
-items), :class:`ErrorQueues` (``error_queues``: packages a subscriber gave up on) and
-:class:`Throttle` (``throttle``: back-pressure on authors when a queue grows too long).
-``entries`` stores cached entries compactly.
+Public interface: :class:`QueueCache` (the package entries read from the topic),
+:class:`Queues` with :class:`QueueItem`, :class:`QueueState` and :class:`QueueSummary`,
+:class:`ErrorQueues` with :class:`ReportedError`, and :class:`Throttle`.
 """
 
 from publisher.queues.cache import QueueCache

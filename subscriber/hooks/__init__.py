@@ -1,13 +1,11 @@
 """Import hooks (Sling's ImportPreProcessor, ImportPostProcessor and InvalidationProcessor):
-an operator's code run before and after each package's import.
+an operator's code run before and after each package's import, named in
+``SCD_SUBSCRIBER_IMPORT_HOOKS`` and found in the entry-point group ``scd.import_hooks``; the
+built-in ``invalidate`` hook handles INVALIDATE packages.
 
-* ``base``: what a hook is (:class:`ImportHook`: ``pre(package)``, ``post(package, result)``),
-  what it is shown, and how its failures are classified;
-* ``loading``: the hooks named in ``SCD_SUBSCRIBER_IMPORT_HOOKS``, found in the entry-point
-  group ``scd.import_hooks``;
-* ``runner``: runs them in order, with their metrics;
-* ``invalidation``: the built-in hook of INVALIDATE packages (entry point ``invalidate``).
-
+Public interface: :class:`ImportHook` (``pre(package)``, ``post(package, result)``), what a hook
+is shown (:class:`HookPackage`, :class:`ImportResult`), :data:`ENTRY_POINT_GROUP`, and
+:class:`ImportHooks` (the configured hooks, run in order with their metrics).
 docs/import-hooks.md has the rules a hook's author relies on.
 """
 

@@ -1,10 +1,10 @@
 """One writer per store: of the subscriber processes sharing a store, one imports, the others
 wait as hot standbys.
 
-Public interface: :class:`WriterLease` (``lease``: which process may write, with an epoch, on a
-lease object beside the store, local or on S3), :class:`WriterRole` (``role``: active or
-standby, renewed and stepped down), :class:`WriterGuard` (``guard``: the Delta store refuses a
-deposed writer's commits).
+Public interface: :class:`WriterLease` (which process may write, with an epoch, on a lease
+object beside the store, local or on S3), :class:`WriterRole` (active or standby, renewed and
+stepped down), :class:`WriterGuard` (the Delta store refuses a deposed writer's commits) and
+:class:`WriterDeposed`.
 """
 
 from subscriber.writer.errors import WriterDeposed
