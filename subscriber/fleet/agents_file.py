@@ -40,7 +40,7 @@ from subscriber.writer.location import ForeignStore, S3Store, StorePathError, st
 # beyond any real one and bounds what a hostile file costs to parse.
 MAX_FILE_BYTES = 1 << 20
 # The design's scale is up to 100 subscribers per publisher; one Spark driver for more than
-# that is not a deployment this was measured for (docs/operations.md).
+# that is not a deployment this was measured for (docs/benchmarks.md#subscriber_hundred).
 MAX_AGENTS = 128
 # Names label metrics, thread names and writer-lease owners: printable, no spaces, bounded.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
