@@ -33,6 +33,7 @@ from pydantic_core import PydanticUndefined
 from blobstore.oak import OakDataStoreSettings
 from blobstore.settings import BlobStoreSettings
 from journal.settings import JournalSettings
+from publisher.cli import DEFAULT_URL
 from publisher.settings import PublisherSettings
 from runtime.config import ScdSettings
 from subscriber.settings import SubscriberSettings
@@ -72,7 +73,7 @@ OTHER_VARIABLES: tuple[Variable, ...] = (
     Variable("SCD_LOG_LEVEL", "`INFO` for daemons", "level of the scd loggers", "runtime/logs.py"),
     Variable(
         "SCD_PUBLISHER_URL",
-        "`http://127.0.0.1:8080`",
+        f"`{DEFAULT_URL}`",
         "the publisher the client commands (`scd distribute`, `scd queues`, ...) talk to, unless "
         "`--url` names one",
         "publisher/cli.py",
