@@ -39,7 +39,10 @@ class RetryPolicy:
 
     def delay(self, failed_attempts: int) -> float:
         """Pause after the given number of failed attempts (1 -> initial)."""
-        return min(self.initial_s * 2.0 ** max(failed_attempts - 1, 0), self.max_s)
+        # 2.0 ** 1024 raises OverflowError, which a package retried forever (max_retries -1)
+        # reached after 1024 attempts; a product too large for a float is inf, min() max_s.
+        growth = 2.0 ** min(max(failed_attempts - 1, 0), 1023)
+        return min(self.initial_s * growth, self.max_s)
 
     def gives_up(self, failed_attempts: int) -> bool:
         """True once the package has used all its attempts (max_retries + 1 in total)."""
