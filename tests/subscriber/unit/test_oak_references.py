@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import threading
 from pathlib import Path
 
 import pytest
@@ -33,9 +34,14 @@ from journal.content.package import ContentPackage
 from journal.content.rules import DEFAULT_LIMITS
 from journal.wire import messages as m
 from runtime.errors import ConfigError, PermanentError
+from subscriber.agent import SubscriberAgent
 from subscriber.bookkeeper.decoding import RecordDecoder
 from subscriber.bookkeeper.fetch import CorruptPackage, PackageUnavailable
 from subscriber.bookkeeper.oak_refs import BadBinaryReference, resolve_references
+from subscriber.content import open_binary
+from subscriber.store.memory import MemoryStore
+from tests.subscriber import harness as h
+from tests.subscriber.harness import Env
 
 KEY = bytes(range(256))  # a FileDataStore's reference.key holds 256 bytes
 DATA = b"\x00binary above Oak's inline size " * 200
@@ -296,3 +302,50 @@ def test_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         OakDataStore.from_settings(OakDataStoreSettings())
     monkeypatch.setenv("SCD_OAK_LAYOUT", "none")
     assert OakDataStore.from_settings(OakDataStoreSettings()) is None
+
+
+# ----------------------------------------------------------------------------- a subscriber
+def test_a_subscriber_waits_for_the_record_then_imports_and_serves_it(
+    local_env: Env, fds: Path
+) -> None:
+    """End to end on the embedded journal: the package retries while the FileDataStore lacks
+    the record, imports once it is there, and the binary reads back as Oak's bytes; a package
+    with a forged reference after it fails for good without holding up the next one."""
+    env = local_env
+    identifier = sha256(DATA)
+    send_filevault(env, "fv-wait", f"{identifier}:{mac(identifier)}")
+    forged = send_filevault(env, "fv-forged", f"{identifier}:{mac(identifier, b'x' * 32)}")
+    store = MemoryStore()
+    settings = h.subscriber_settings(env.js, env.bs, env.tmp / "store")
+    agent = SubscriberAgent(settings, env.journal, store, env.blobs, oak=file_store(fds))
+    agent.open()
+    # The retry loop runs inside run_once: the record appears while the package waits.
+    appears = threading.Timer(0.5, write_record, (fds, DATA))
+    appears.start()
+    try:
+        h.drive(agent, lambda: agent.processed_offset >= forged, timeout_s=30)
+    finally:
+        appears.cancel()
+    assert agent.loop.retries.failed_attempts >= 1
+    assert agent.counters.permanent_failures == 1
+    with open_binary(store, env.blobs, "/content/big.bin") as stream:
+        assert stream.read() == DATA
+    stored = store.node("/content/big.bin")
+    assert stored is not None
+    assert stored.pkg_id == "fv-wait"
+
+
+def send_filevault(env: Env, package_id: str, reference: str) -> int:
+    data = encode_filevault(with_reference(reference, package_id))
+    value, headers = m.encode(
+        m.PackageMessage(
+            pub_sling_id="pub-1",
+            pub_agent_name=h.PUB,
+            pkg_id=package_id,
+            req_type=m.ReqType.ADD,
+            pkg_type=FILEVAULT_PACKAGE_TYPE,
+            pkg_length=len(data),
+            pkg_binary=data,
+        )
+    )
+    return env.journal.send(env.js.topics.package, value, headers=headers)
