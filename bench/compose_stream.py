@@ -39,6 +39,7 @@ from typing import Any
 import boto3
 import httpx
 
+from publisher.client import PublisherClient, PublisherRefused
 from runtime.stats import percentile
 from tests import services
 from tests.cluster_script import ClusterScript, group_members
@@ -79,6 +80,9 @@ class Target:
     processed: Callable[[str], int | None]  # subscriber -> processed offset
     rss: Callable[[], dict[str, int]]  # process or container -> resident bytes
 
+    def api(self) -> PublisherClient:
+        return PublisherClient(self.publisher_url, self.token, timeout_s=HTTP_TIMEOUT_S)
+
 
 @dataclass
 class Stream:
@@ -106,7 +110,7 @@ def wait_imported(target: Target, offset: int, timeout_s: float) -> None:
         time.sleep(0.5)
 
 
-def warm_up(target: Target, http: httpx.Client) -> float:
+def warm_up(target: Target, api: PublisherClient) -> float:
     """A few packages imported by every subscriber before the measured stream: `up` returns
     once each holds a position, its store may open a minute later, and the first commits to a
     table are slower than the next ones."""
@@ -115,9 +119,7 @@ def warm_up(target: Target, http: httpx.Client) -> float:
     for i in range(WARM_UP_PACKAGES):
         path = f"/warm-up/p{i}"
         body = {"action": "ADD", "paths": [path], "nodes": [{"path": path}]}
-        answer = http.post("/distribute", json=body)
-        answer.raise_for_status()
-        offset = int(answer.json()["offset"])
+        offset = int(api.distribute(body)["offset"])
     wait_imported(target, offset, DRAIN_TIMEOUT_S)
     return time.monotonic() - started
 
@@ -125,14 +127,13 @@ def warm_up(target: Target, http: httpx.Client) -> float:
 def run_stream(target: Target, packages: int, rate: float) -> dict[str, Any]:
     workload = Workload(SEED)
     stream = Stream()
-    headers = {"Authorization": f"Bearer {target.token}"}
-    with httpx.Client(base_url=target.publisher_url, headers=headers, timeout=HTTP_TIMEOUT_S) as h:
-        warm_up_s = warm_up(target, h)
+    with target.api() as api:
+        warm_up_s = warm_up(target, api)
     stop = threading.Event()
     sampler = threading.Thread(target=_sample_rss, args=(target, stream, stop), daemon=True)
     sampler.start()
     log(f"{target.name}: {packages} packages at {rate}/s")
-    with httpx.Client(base_url=target.publisher_url, headers=headers, timeout=HTTP_TIMEOUT_S) as h:
+    with target.api() as api:
         begin = time.monotonic()
         for i in range(packages):
             pause = begin + i / rate - time.monotonic()
@@ -141,12 +142,14 @@ def run_stream(target: Target, packages: int, rate: float) -> dict[str, Any]:
             body = workload.next().body()
             sent_ms = time.time() * 1000
             started = time.perf_counter()
-            answer = h.post("/distribute", json=body)
-            stream.answer_s.append(time.perf_counter() - started)
-            if answer.status_code != 200:
+            try:
+                answer = api.distribute(body)
+            except PublisherRefused:
+                stream.answer_s.append(time.perf_counter() - started)
                 stream.refused += 1
                 continue
-            stream.sent_ms[int(answer.json()["offset"])] = sent_ms
+            stream.answer_s.append(time.perf_counter() - started)
+            stream.sent_ms[int(answer["offset"])] = sent_ms
         sent_s = time.monotonic() - begin
     wait_imported(target, max(stream.sent_ms), DRAIN_TIMEOUT_S)
     drained_s = time.monotonic() - begin

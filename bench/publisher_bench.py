@@ -34,7 +34,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
 from confluent_kafka import Producer
 
 from journal.api import RECORD_OVERHEAD_BYTES, Record, TopicSpec
@@ -48,6 +47,7 @@ from journal.wire.messages import (
     SubscriberConfiguration,
     SubscriberState,
 )
+from publisher.client import PublisherClient
 from publisher.discovery import DiscoveryView
 from publisher.metrics import PublisherMetrics
 from publisher.queues.cache import QueueCache
@@ -127,16 +127,22 @@ def start_publisher(
         stderr=logfile,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
+    if wait_ready(url, process):
+        return process, url
     process.kill()
     raise SystemExit(f"publisher did not become ready; see {logfile.name}")
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes]) -> bool:
+    """Whether the publisher at ``url`` answered /ready within READY_TIMEOUT_S (False as soon
+    as its ``process`` ended)."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    with PublisherClient(url, timeout_s=2) as api:
+        while time.monotonic() < deadline and process.poll() is None:
+            if api.ready():
+                return True
+            time.sleep(0.2)
+    return False
 
 
 def distribute_body() -> dict[str, Any]:
@@ -160,31 +166,29 @@ def bench_distribute(
     with tempfile.TemporaryDirectory() as tmp:
         process, url = start_publisher(bootstrap, prefix, Path(tmp))
         try:
-            headers = {"Authorization": f"Bearer {TOKEN}"}
             body = distribute_body()
             sizes: list[int] = []
-            with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
+            with PublisherClient(url, TOKEN, timeout_s=60) as api:
                 for _ in range(WARMUP_REQUESTS):
-                    http.post("/distribute", json=body).raise_for_status()
+                    api.distribute(body)
                 log(f"distribute: {latency_requests} sequential requests")
                 latencies = []
                 started = time.perf_counter()
                 for _ in range(latency_requests):
                     t0 = time.perf_counter()
-                    response = http.post("/distribute", json=body)
+                    answer = api.distribute(body)
                     latencies.append(time.perf_counter() - t0)
-                    response.raise_for_status()
-                    sizes.append(response.json()["size"])
+                    sizes.append(answer["size"])
                 sequential_s = time.perf_counter() - started
             log(f"distribute: {throughput_requests} requests from {clients} clients")
             concurrent_lat: list[float] = []
             lock = threading.Lock()
 
             def worker(count: int) -> None:
-                with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
+                with PublisherClient(url, TOKEN, timeout_s=60) as api:
                     for _ in range(count):
                         t0 = time.perf_counter()
-                        http.post("/distribute", json=body).raise_for_status()
+                        api.distribute(body)
                         with lock:
                             concurrent_lat.append(time.perf_counter() - t0)
 

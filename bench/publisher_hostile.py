@@ -35,13 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from bench.publisher_bench import percentiles
+from bench.publisher_bench import percentiles, wait_ready
 from journal.messaging import MessageSender
 from journal.settings import TopicSettings
 from journal.sqlite.journal import SqliteJournal
 from journal.wire.messages import DiscoveryMessage, SubscriberConfiguration, SubscriberState
+from publisher.client import PublisherClient
 from tests.services import free_port
 
 REPO_DIR = Path(__file__).resolve().parent.parent
@@ -116,16 +115,8 @@ def publisher(code_dir: Path, work: Path) -> Iterator[Daemon]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            try:
-                if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise SystemExit(f"publisher did not become ready; see {work / 'publisher.log'}")
-            time.sleep(0.2)
+        if not wait_ready(url, process):
+            raise SystemExit(f"publisher did not become ready; see {work / 'publisher.log'}")
         time.sleep(SETTLE_S)
         yield Daemon(process, url, port, journal_path)
     finally:
@@ -182,11 +173,11 @@ def unauthenticated_post(port: int, body: bytes) -> tuple[float, int, int]:
 
 
 def sample_health(url: str, stop: threading.Event, out: list[float]) -> None:
-    with httpx.Client(base_url=url, timeout=10) as http:
-        http.get("/health").raise_for_status()  # the connection, outside the samples
+    with PublisherClient(url, timeout_s=10) as api:
+        api.response("GET", "/health")  # the connection, outside the samples
         while not stop.is_set():
             started = time.perf_counter()
-            http.get("/health").raise_for_status()
+            api.response("GET", "/health")
             out.append(time.perf_counter() - started)
             stop.wait(HEALTH_EVERY_S)
 
@@ -257,10 +248,9 @@ def forge_announcements(journal_path: Path, count: int) -> None:
         journal.close()
 
 
-def queue_count(http: httpx.Client) -> tuple[int, int]:
+def queue_count(api: PublisherClient) -> tuple[int, int]:
     """(alive queues as the daemon counts them, body bytes of a default GET /queues)."""
-    response = http.get("/queues")
-    response.raise_for_status()
+    response = api.response("GET", "/queues")
     total = response.headers.get("x-total-count")  # the baseline answers every queue
     return (int(total) if total is not None else len(response.json())), len(response.content)
 
@@ -272,12 +262,12 @@ def bench_discovery(code_dir: Path, announcements: int) -> dict[str, Any]:
         forge_announcements(daemon.journal_path, announcements)
         written_s = time.monotonic() - started
         log(f"discovery: {announcements} announcements written in {written_s:.1f} s")
-        with httpx.Client(base_url=daemon.url, timeout=60) as http:
+        with PublisherClient(daemon.url, timeout_s=60) as api:
             previous, count, body = -1, 0, 0
             deadline = time.monotonic() + DRAIN_TIMEOUT_S
             # Read until the count stops moving: capped (new code) or every one (baseline).
             while time.monotonic() < deadline:
-                count, body = queue_count(http)
+                count, body = queue_count(api)
                 if count == previous and count > 0:
                     break
                 previous = count
@@ -286,10 +276,10 @@ def bench_discovery(code_dir: Path, announcements: int) -> dict[str, Any]:
             timings = []
             for _ in range(10):
                 t0 = time.perf_counter()
-                queue_count(http)
+                queue_count(api)
                 timings.append(time.perf_counter() - t0)
-            largest = http.get("/queues", params={"limit": 1000})
-            metrics = http.get("/metrics").text
+            largest = api.http.get("/queues", params={"limit": 1000})
+            metrics = api.http.get("/metrics").text
         after = memory_mib(daemon.process.pid)
     dropped = [line for line in metrics.splitlines() if line.startswith("scd_discovery_dropped")]
     return {

@@ -36,10 +36,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from bench.kafka_broker import resolve_bootstrap
 from bench.publisher_bench import TOKEN, distribute_body, log, percentiles, start_publisher
+from publisher.client import PublisherClient
+from runtime.errors import ScdError
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_REQUESTS = 600
@@ -73,9 +73,10 @@ class Fleet:
             if self.processes[i].poll() is not None:
                 continue
             try:
-                if httpx.get(f"{url}/agent", timeout=2).json()["leader"]:
-                    leaders.append(i)
-            except (httpx.HTTPError, ValueError, KeyError):
+                with PublisherClient(url, timeout_s=2) as api:
+                    if api.agent()["leader"]:
+                        leaders.append(i)
+            except (ScdError, ValueError, KeyError):
                 pass
         return leaders[0] if len(leaders) == 1 else None
 
@@ -115,8 +116,7 @@ def load(
 
     def client() -> None:
         nonlocal refused
-        headers = {"Authorization": f"Bearer {TOKEN}"}
-        with httpx.Client(headers=headers, timeout=CLIENT_TIMEOUT_S) as http:
+        with PublisherClient(token=TOKEN, timeout_s=CLIENT_TIMEOUT_S) as api:
             while True:
                 with lock:
                     if done(len(latencies)):
@@ -124,8 +124,8 @@ def load(
                     url = urls[next(turn) % len(urls)]
                 t0 = time.perf_counter()
                 try:
-                    ok = http.post(f"{url}/distribute", json=body).status_code == 200
-                except httpx.HTTPError:
+                    ok = api.response("POST", f"{url}/distribute", json=body).status_code == 200
+                except ScdError:
                     ok = False
                 t1 = time.perf_counter()
                 with lock:

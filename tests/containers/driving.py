@@ -11,15 +11,15 @@ import dataclasses
 import itertools
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 import httpx
 
+from publisher.client import PublisherClient
 from tests.containers.compose import PUBLISHERS, SUBSCRIBERS, ComposeCluster
-from tests.e2e.cluster import Outcome, post_distribute
+from tests.e2e.cluster import Load, Outcome, post_distribute
 from tests.e2e.workload import Request, Workload
 
 RUN_KEY = "compose-run"
@@ -74,9 +74,7 @@ class Distributor:
     def __post_init__(self) -> None:
         timeout = TRY_TIMEOUT_S if self.replicas else CLIENT_TIMEOUT_S
         self.clients = {
-            url: httpx.Client(
-                base_url=url, headers={"Authorization": f"Bearer {self.token}"}, timeout=timeout
-            )
+            url: PublisherClient(url, self.token, timeout_s=timeout).http
             for url in (self.url, *self.replicas)
         }
         self.http = self.clients[self.url]
@@ -154,53 +152,9 @@ class Distributor:
             time.sleep(RECOVERY_POLL_S)
 
 
-def status_counts(outcomes: list[Outcome]) -> dict[str, int]:
-    counts = Counter("no answer" if o.status is None else str(o.status) for o in outcomes)
-    return dict(sorted(counts.items()))
-
-
-class Load:
-    """Packages from a few threads, at most ``rate`` requests per second in all, until the
-    block ends: random ones, or of the ``kind`` and ``spill`` given."""
-
-    def __init__(
-        self,
-        distributor: Distributor,
-        threads: int = 2,
-        rate: float = 2.0,
-        kind: str | None = None,
-        spill: bool | None = None,
-    ) -> None:
-        self.distributor = distributor
-        self.kind, self.spill = kind, spill
-        self.pause_s = threads / rate
-        self.stop = threading.Event()
-        self.first = len(distributor.outcomes)
-        self.threads = [
-            threading.Thread(target=self._loop, name=f"load-{i}", daemon=True)
-            for i in range(threads)
-        ]
-
-    def _loop(self) -> None:
-        while not self.stop.is_set():
-            self.distributor.distribute(self.kind, spill=self.spill)
-            self.stop.wait(self.pause_s)
-
-    def outcomes(self) -> list[Outcome]:
-        with self.distributor.lock:
-            return self.distributor.outcomes[self.first :]
-
-    def __enter__(self) -> Load:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(CLIENT_TIMEOUT_S + 10)
+def load(distributor: Distributor, threads: int = 2, rate: float = 2.0, **kw: Any) -> Load:
+    """A Load through ``distributor``, its threads given the client's timeout to finish."""
+    return Load(distributor, threads, rate, join_s=CLIENT_TIMEOUT_S + 10, **kw)
 
 
 @dataclass

@@ -19,6 +19,7 @@ import pytest
 
 from blobstore.factory import open_blob_store
 from blobstore.settings import BlobStoreSettings
+from publisher.client import PublisherClient
 from subscriber.export import export_tree
 from subscriber.store.delta import DeltaStore
 from tests.containers import checks
@@ -74,13 +75,6 @@ def _export_differences(
     return out
 
 
-def _distribute(http: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
-    answer = http.post("/distribute", json=body)
-    assert answer.status_code == 200, f"{answer.status_code} {answer.text[:300]}"
-    data: dict[str, Any] = answer.json()
-    return data
-
-
 def _commits(ep: Endpoints) -> dict[str, list[checks.Commit]]:
     s3 = checks.s3_client(ep)
     return {s: checks.delta_commits(s3, ep.content_bucket, s) for s in SUBSCRIBERS}
@@ -100,11 +94,7 @@ def test_cluster_distributes_byte_for_byte_and_keeps_its_data_across_down_up(
     make_deep_tree(site, rng)
     make_spill_tree(media, rng)
     meta = {RUN_KEY: secrets.token_hex(4)}
-    http = httpx.Client(
-        base_url=ep.publisher_url,
-        headers={"Authorization": f"Bearer {ep.token}"},
-        timeout=HTTP_TIMEOUT_S,
-    )
+    http = PublisherClient(ep.publisher_url, ep.token, timeout_s=HTTP_TIMEOUT_S)
     with http:
         refused = httpx.post(
             f"{ep.publisher_url}/distribute",
@@ -115,8 +105,8 @@ def test_cluster_distributes_byte_for_byte_and_keeps_its_data_across_down_up(
 
         started = time.monotonic()
         tree_body = deep_add(site, SITE, meta)
-        tree = _distribute(http, tree_body)
-        spilled = _distribute(http, deep_add(media, MEDIA, meta))
+        tree = http.distribute(tree_body)
+        spilled = http.distribute(deep_add(media, MEDIA, meta))
         assert not tree["spilled"], tree
         assert spilled["spilled"], f"{spilled['size']} bytes were not spilled"
         last = int(spilled["offset"])
@@ -149,7 +139,7 @@ def test_cluster_distributes_byte_for_byte_and_keeps_its_data_across_down_up(
         up_s = compose.up()
         # Distributed the moment `up` returns: every subscriber holds its position by then.
         restarted = time.monotonic()
-        update = _distribute(http, update_body)
+        update = http.distribute(update_body)
         new = int(update["offset"])
         assert new > last, f"the log restarted: offset {new} after {last}"
         after = wait_imported(compose, new, restarted, IMPORT_TIMEOUT_S)

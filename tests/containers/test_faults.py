@@ -50,11 +50,10 @@ from tests.containers.driving import (
     RUN_KEY,
     Distributor,
     HealthWatch,
-    Load,
-    status_counts,
+    load,
     wait_imported,
 )
-from tests.e2e.cluster import Outcome
+from tests.e2e.cluster import Outcome, status_counts
 from tests.e2e.workload import SEQ_KEY, ContentModel, Workload, content_differences, stored_summary
 from tests.waiting import wait_for
 
@@ -209,12 +208,12 @@ def say(run: FaultRun, capsys: pytest.CaptureFixture[str], name: str, values: An
 def _hang(run: FaultRun, service: str) -> dict[str, Any]:
     compose = run.compose
     before = starts(compose)
-    with HealthWatch(compose) as watch, Load(run.distributor, threads=2, rate=2.0):
+    with HealthWatch(compose) as watch, load(run.distributor, threads=2, rate=2.0):
         time.sleep(3.0)
         compose.pause(service)
         start = time.monotonic()
         # Spilled packages need the blob store; the load's own are mostly small.
-        with Load(run.distributor, threads=1, rate=1.0, kind="add-deep", spill=True):
+        with load(run.distributor, threads=1, rate=1.0, kind="add-deep", spill=True):
             try:
                 time.sleep(HANG_S)
             finally:
@@ -240,7 +239,7 @@ def test_hang_of_kafka_then_of_the_s3_server(
 def test_partition_of_a_subscriber(run: FaultRun, capsys: pytest.CaptureFixture[str]) -> None:
     compose, victim = run.compose, SUBSCRIBERS[1]
     before = starts(compose)
-    with HealthWatch(compose) as watch, Load(run.distributor):
+    with HealthWatch(compose) as watch, load(run.distributor):
         time.sleep(3.0)
         networks = compose.disconnect(victim)
         start = time.monotonic()
@@ -333,7 +332,7 @@ def test_partition_of_the_leading_publisher_from_kafka(
     since = checks.latest_offset(ep.kafka_bootstrap)
     seen: dict[str, float] = {}
     try:
-        with HealthWatch(compose) as watch, Load(balanced, threads=3, rate=3.0):
+        with HealthWatch(compose) as watch, load(balanced, threads=3, rate=3.0):
             time.sleep(3.0)
             networks = compose.disconnect(victim, DEFAULT_NETWORK)
             start = time.monotonic()
@@ -420,7 +419,7 @@ def test_crash_of_a_subscriber_during_an_import(
 ) -> None:
     compose, victim = run.compose, SUBSCRIBERS[2]
     before = starts(compose)
-    with HealthWatch(compose) as watch, Load(run.distributor):
+    with HealthWatch(compose) as watch, load(run.distributor):
         # Alone (the module's first test) the subscriber may not have imported yet.
         wait_for(
             lambda: compose.processed_offset(victim) is not None,
@@ -464,7 +463,7 @@ def test_crash_of_a_subscriber_during_an_import(
 def test_crash_of_the_publisher(run: FaultRun, capsys: pytest.CaptureFixture[str]) -> None:
     compose = run.compose
     before = starts(compose)
-    with HealthWatch(compose, SUBSCRIBERS) as watch, Load(run.distributor, threads=3):
+    with HealthWatch(compose, SUBSCRIBERS) as watch, load(run.distributor, threads=3):
         time.sleep(3.0)
         compose.kill(PUBLISHER)
         start = time.monotonic()
@@ -482,7 +481,7 @@ def test_crash_of_the_publisher(run: FaultRun, capsys: pytest.CaptureFixture[str
 def test_slow_link_to_a_subscriber(run: FaultRun, capsys: pytest.CaptureFixture[str]) -> None:
     compose, victim = run.compose, SUBSCRIBERS[0]
     before = starts(compose)
-    with HealthWatch(compose) as watch, Load(run.distributor):
+    with HealthWatch(compose) as watch, load(run.distributor):
         time.sleep(3.0)
         link = compose.slow_link(victim, SLOW_DELAY_MS, SLOW_JITTER_MS, SLOW_LOSS)
         start = time.monotonic()

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from publisher.api.forward import SERVED_BY_HEADER
+from publisher.client import PublisherClient
 from tests.containers.compose import PUBLISHERS, SUBSCRIBERS, ComposeCluster
 from tests.containers.conftest import Report
 from tests.containers.driving import wait_imported
@@ -65,11 +66,7 @@ def replicas(compose: ComposeCluster) -> Iterator[dict[str, httpx.Client]]:
     ep = compose.endpoints()
     assert len(ep.publisher_urls) == len(PUBLISHERS), ep.publisher_urls
     clients = {
-        service: httpx.Client(
-            base_url=ep.url_of(service),
-            headers={"Authorization": f"Bearer {ep.token}"},
-            timeout=HTTP_TIMEOUT_S,
-        )
+        service: PublisherClient(ep.url_of(service), ep.token, timeout_s=HTTP_TIMEOUT_S).http
         for service in PUBLISHERS
     }
     try:

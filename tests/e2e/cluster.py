@@ -7,23 +7,27 @@ back from the journal's topics.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Protocol
 
 import httpx
 
 from journal.api import Position
 from journal.kafka.journal import KafkaJournal
 from journal.wire import messages as m
+from publisher.client import PublisherClient
 from publisher.distributed_events import distributed_event
 from tests.cluster_script import ClusterScript, Process
 from tests.e2e.workload import SEQ_KEY
 from tests.services import last_record_offset
+from tests.waiting import wait_for
 
 TOKEN = "e2e-test-token-0123456789abcdef"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 HTTP_TIMEOUT_S = 60.0
 PROBE_TIMEOUT_S = 5.0
 
@@ -119,6 +123,83 @@ def post_distribute(
     return outcome
 
 
+def status_counts(outcomes: list[Outcome]) -> dict[str, int]:
+    """How many outcomes had each status ("no answer": none)."""
+    counts = Counter("no answer" if o.status is None else str(o.status) for o in outcomes)
+    return dict(sorted(counts.items()))
+
+
+class Distributing(Protocol):
+    """What a Load sends through: a distributor of the run's workload and its outcomes."""
+
+    @property
+    def lock(self) -> threading.Lock: ...
+
+    @property
+    def outcomes(self) -> list[Outcome]: ...
+
+    def distribute(self, kind: str | None = None, *, spill: bool | None = None) -> Outcome: ...
+
+
+class Load:
+    """Packages from a few threads, at most ``rate`` requests per second in all, until the
+    block ends: random ones, or of the ``kind`` and ``spill`` given. On leaving the block each
+    thread gets ``join_s`` to finish its request."""
+
+    def __init__(
+        self,
+        distributor: Distributing,
+        threads: int = 2,
+        rate: float = 2.0,
+        kind: str | None = None,
+        spill: bool | None = None,
+        join_s: float = 120.0,
+    ) -> None:
+        self.distributor = distributor
+        self.kind, self.spill = kind, spill
+        self.pause_s = threads / rate
+        self.join_s = join_s
+        self.stop = threading.Event()
+        self.first = len(distributor.outcomes)
+        self.threads = [
+            threading.Thread(target=self._loop, name=f"load-{i}", daemon=True)
+            for i in range(threads)
+        ]
+
+    def _loop(self) -> None:
+        while not self.stop.is_set():
+            self.distributor.distribute(self.kind, spill=self.spill)
+            self.stop.wait(self.pause_s)
+
+    def outcomes(self) -> list[Outcome]:
+        with self.distributor.lock:
+            return self.distributor.outcomes[self.first :]
+
+    def accepted_after(self, since: float) -> int:
+        return sum(1 for o in self.outcomes() if o.status == 200 and o.started >= since)
+
+    def wait_accepted(self, count: int, what: str, timeout_s: float = 300) -> None:
+        """Wait until ``count`` requests sent from now on were accepted."""
+        since = time.monotonic()
+        wait_for(
+            lambda: self.accepted_after(since) >= count,
+            timeout_s,
+            f"{count} packages accepted {what} ({status_counts(self.outcomes())} so far)",
+        )
+
+    def __enter__(self) -> Load:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(self.join_s)
+
+
 @dataclass
 class Cluster:
     script: ClusterScript
@@ -139,9 +220,7 @@ class Cluster:
             )
             for spec in self.specs
         }
-        self.http = httpx.Client(
-            base_url=self.script.publisher_url, headers=AUTH, timeout=HTTP_TIMEOUT_S
-        )
+        self.http = PublisherClient(self.script.publisher_url, TOKEN, timeout_s=HTTP_TIMEOUT_S).http
         self.journal = KafkaJournal(self.bootstrap)
 
     @property

@@ -39,7 +39,6 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 import pytest
@@ -49,7 +48,15 @@ from runtime.stats import percentile
 from subscriber.store.delta import DeltaStore
 from tests import services
 from tests.cluster_script import ClusterScript
-from tests.e2e.cluster import TOKEN, Cluster, Outcome, Subscriber, SubscriberSpec
+from tests.e2e.cluster import (
+    TOKEN,
+    Cluster,
+    Load,
+    Outcome,
+    Subscriber,
+    SubscriberSpec,
+    status_counts,
+)
 from tests.e2e.workload import ContentModel, Workload, content_differences, stored_summary
 from tests.publisher.simulate import SimulatedSubscriber
 from tests.services import KafkaService, S3Service
@@ -123,6 +130,10 @@ class Run:
     cluster: Cluster
     workload: Workload
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def outcomes(self) -> list[Outcome]:
+        return self.cluster.outcomes
 
     def distribute(self, kind: str | None = None, *, spill: bool | None = None) -> Outcome:
         with self.lock:
@@ -316,57 +327,15 @@ def check_all(run: Run, spark: Any) -> tuple[int, dict[str, int]]:
     return last, commits
 
 
-def status_counts(outcomes: list[Outcome]) -> str:
-    counts = Counter("no answer" if o.status is None else str(o.status) for o in outcomes)
-    return ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+def counted(outcomes: list[Outcome]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in status_counts(outcomes).items())
 
 
-class Load:
-    """Background distribution of random packages from a few threads until the block ends,
-    at most ``rate`` requests per second in all: enough to keep every subscriber importing,
-    few enough that catching up after minutes of restarts stays quick."""
-
-    def __init__(self, run: Run, threads: int = 2, rate: float = LOAD_RATE) -> None:
-        self.run = run
-        self.pause_s = threads / rate
-        self.stop = threading.Event()
-        self.threads = [
-            threading.Thread(target=self._loop, name=f"load-{i}", daemon=True)
-            for i in range(threads)
-        ]
-        self.first = len(run.cluster.outcomes)
-
-    def _loop(self) -> None:
-        while not self.stop.is_set():
-            self.run.distribute()
-            self.stop.wait(self.pause_s)
-
-    def outcomes(self) -> list[Outcome]:
-        return self.run.cluster.outcomes[self.first :]
-
-    def accepted_after(self, since: float) -> int:
-        return sum(1 for o in self.outcomes() if o.status == 200 and o.started >= since)
-
-    def wait_accepted(self, count: int, what: str, timeout_s: float = 300) -> None:
-        """Wait until ``count`` requests sent from now on were accepted."""
-        since = time.monotonic()
-        wait_for(
-            lambda: self.accepted_after(since) >= count,
-            timeout_s,
-            f"{count} packages accepted {what} ({status_counts(self.outcomes())} so far)",
-        )
-
-    def __enter__(self) -> Load:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(120)
+def background(run: Run, threads: int = 2) -> Load:
+    """Random packages from ``threads`` threads until the block ends, at most LOAD_RATE
+    requests per second in all: enough to keep every subscriber importing, few enough that
+    catching up after minutes of restarts stays quick."""
+    return Load(run, threads, LOAD_RATE)
 
 
 # ---------------------------------------------------------------- 1. the native cluster
@@ -459,7 +428,7 @@ def test_kafka_broker_restart_loses_no_accepted_package(
         n: s.process.pid for n, s in cluster.subscribers.items()
     }
     started = time.monotonic()
-    with Load(run, threads=3) as load:
+    with background(run, threads=3) as load:
         load.wait_accepted(20, "before the broker stops")
         try:
             kafka_service.stop()
@@ -473,10 +442,10 @@ def test_kafka_broker_restart_loses_no_accepted_package(
     outcomes = load.outcomes()
     during = [o for o in outcomes if o.started >= down_at and o.started + o.seconds <= up_at]
     refused = [o for o in outcomes if o.status == 503]
-    assert refused, f"no request was refused while the broker was down ({status_counts(outcomes)})"
+    assert refused, f"no request was refused while the broker was down ({counted(outcomes)})"
     assert during, "no request was sent and answered while the broker was down"
-    assert all(o.status == 503 for o in during), f"during the outage: {status_counts(during)}"
-    assert all(o.status in (200, 503) for o in outcomes), status_counts(outcomes)
+    assert all(o.status == 503 for o in during), f"during the outage: {counted(during)}"
+    assert all(o.status in (200, 503) for o in outcomes), counted(outcomes)
     unexplained = [o for o in refused if "Kafka" not in o.message and "journal" not in o.message]
     assert not unexplained, unexplained
 
@@ -489,7 +458,7 @@ def test_kafka_broker_restart_loses_no_accepted_package(
     refused_on_log = sum(1 for o in refused if o.seq in on_log)
     summary(
         capsys,
-        f"Kafka restart: {len(outcomes)} requests ({status_counts(outcomes)}; {len(during)} "
+        f"Kafka restart: {len(outcomes)} requests ({counted(outcomes)}; {len(during)} "
         f"sent and answered while the broker was down, all 503), broker down "
         f"{back_at - down_at:.1f} s (stop to ready); {refused_on_log} refused requests reached "
         f"the log anyway (send timed out late); every accepted package imported by all 3 up to "
@@ -584,7 +553,7 @@ def test_sigterm_of_every_daemon_under_load(
     started = time.monotonic()
     exits: dict[str, int] = {}
     names = sorted(cluster.subscribers)
-    with Load(run, threads=2) as load:
+    with background(run, threads=2) as load:
         load.wait_accepted(30, "before the signals")
         # Staggered, while packages keep arriving and the subscribers keep committing.
         for index, daemon in enumerate(
@@ -607,7 +576,7 @@ def test_sigterm_of_every_daemon_under_load(
     summary(
         capsys,
         f"SIGTERM of the publisher and the 3 subscribers under load: "
-        f"{len(outcomes)} requests ({status_counts(outcomes)}; "
+        f"{len(outcomes)} requests ({counted(outcomes)}; "
         f"{sum(1 for o in unanswered if o.seq in on_log)} unanswered ones reached the log), "
         f"exit codes {exits}; after restart all accepted packages imported once each up to "
         f"offset {last}, history ranges contiguous (commits {commits}); "
@@ -715,7 +684,7 @@ def test_queue_api_with_100_subscribers(run: Run, capsys: pytest.CaptureFixture[
             time.sleep(0.02)
         # While packages arrive and the real subscribers import them: still consistent.
         answers: list[list[dict[str, Any]]] = []
-        with Load(run, threads=1) as load:
+        with background(run, threads=1) as load:
             for _ in range(QUEUE_CALLS // 2):
                 elapsed, queues = timed_queues(cluster)
                 busy.append(elapsed)

@@ -14,6 +14,7 @@ import threading
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from publisher.client import PublisherClient
 from subscriber.maintenance.scheduler import MAINTENANCE_THREAD
 
 # Threads that come and go by design: request workers of the ASGI servers, executor workers
@@ -63,3 +64,13 @@ def restart_counts(metrics_text: str) -> dict[str, float]:
 def increased(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """The counters that went up between two ``restart_counts``, by how much."""
     return {k: v - before.get(k, 0.0) for k, v in after.items() if v > before.get(k, 0.0)}
+
+
+def distribute_after_garbage(api: PublisherClient, path: str) -> int:
+    """The offset of a package distributed after the garbage (its node ``{path}/ok``)."""
+    body = {
+        "action": "ADD",
+        "deepPaths": [path],
+        "nodes": [{"path": f"{path}/ok", "properties": {"title": "after the garbage"}}],
+    }
+    return int(api.distribute(body)["offset"])

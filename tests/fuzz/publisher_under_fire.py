@@ -24,11 +24,17 @@ from journal.settings import TopicSettings
 from journal.wire import messages as m
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
+from publisher.client import PublisherClient
 from publisher.distributed_events import distributed_event
 from runtime.http_server import AppServer
 from tests.fuzz import records as r
-from tests.fuzz.liveness import ThreadWatch, increased, restart_counts
-from tests.publisher.conftest import AUTH
+from tests.fuzz.liveness import (
+    ThreadWatch,
+    distribute_after_garbage,
+    increased,
+    restart_counts,
+)
+from tests.publisher.conftest import TOKEN
 from tests.waiting import wait_for
 
 # Every answer of the API comes within this bound (a loaded 2-core machine included); a
@@ -61,6 +67,7 @@ class PublisherUnderFire:
     write: Writer
     watch: ThreadWatch
     server: AppServer = field(init=False)
+    api: PublisherClient = field(init=False)
     http: httpx.Client = field(init=False)
     marker: int = 0
     processed: int = -1  # the sentinel's processed offset on the agent's packages
@@ -69,7 +76,8 @@ class PublisherUnderFire:
     def __post_init__(self) -> None:
         self.server = AppServer(create_app(self.agent), name="fuzzed publisher")
         self.server.start()
-        self.http = httpx.Client(base_url=self.server.url, headers=AUTH, timeout=HTTP_TIMEOUT_S)
+        self.api = PublisherClient(self.server.url, TOKEN, timeout_s=HTTP_TIMEOUT_S)
+        self.http = self.api.http
 
     def close(self) -> None:
         self.http.close()
@@ -177,15 +185,7 @@ class PublisherUnderFire:
                 )
 
     def distribute(self, path: str) -> int:
-        body = {
-            "action": "ADD",
-            "deepPaths": [path],
-            "nodes": [{"path": f"{path}/ok", "properties": {"title": "after the garbage"}}],
-        }
-        answer = self.http.post("/distribute", json=body)
-        assert answer.status_code == 200, f"distribute: {answer.status_code} {answer.text}"
-        offset: int = answer.json()["offset"]
-        return offset
+        return distribute_after_garbage(self.api, path)
 
     def check_package_flows(self, path: str) -> int:
         """A package distributed now is in the sentinel's queue, and once the sentinel has

@@ -36,13 +36,19 @@ from journal.topics import topic_specs
 from journal.wire import messages as m
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
+from publisher.client import PublisherClient
 from runtime.errors import DecodeError
 from runtime.http_server import AppServer
 from subscriber.agent import SubscriberAgent
 from subscriber.http import HealthServer
 from tests.fuzz import records as r
-from tests.fuzz.liveness import ThreadWatch, increased, restart_counts
-from tests.publisher.conftest import AUTH, publisher_settings
+from tests.fuzz.liveness import (
+    ThreadWatch,
+    distribute_after_garbage,
+    increased,
+    restart_counts,
+)
+from tests.publisher.conftest import TOKEN, publisher_settings
 from tests.services import KafkaService
 from tests.subscriber import harness as h
 from tests.waiting import wait_for
@@ -93,13 +99,13 @@ class SubscribersUnderFire:
     kafka: KafkaService | None
     names: dict[str, str]
     partitions: dict[str, int]
+    api: PublisherClient = field(init=False)
     http: httpx.Client = field(init=False)
     restarts_before: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.http = httpx.Client(
-            base_url=self.publisher_server.url, headers=AUTH, timeout=HTTP_TIMEOUT_S
-        )
+        self.api = PublisherClient(self.publisher_server.url, TOKEN, timeout_s=HTTP_TIMEOUT_S)
+        self.http = self.api.http
 
     @classmethod
     def start(
@@ -198,15 +204,7 @@ class SubscribersUnderFire:
         return counts
 
     def distribute(self, path: str) -> int:
-        body = {
-            "action": "ADD",
-            "deepPaths": [path],
-            "nodes": [{"path": f"{path}/ok", "properties": {"title": "after the garbage"}}],
-        }
-        answer = self.http.post("/distribute", json=body)
-        assert answer.status_code == 200, f"distribute: {answer.status_code} {answer.text}"
-        offset: int = answer.json()["offset"]
-        return offset
+        return distribute_after_garbage(self.api, path)
 
     def wait_imported(self, offset: int, path: str, timeout_s: float) -> None:
         """Every subscriber imports the package at ``offset`` (its node is in the store)."""

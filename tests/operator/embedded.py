@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 from pydantic import SecretStr
 
 from blobstore.factory import open_blob_store
@@ -27,6 +26,7 @@ from journal.topics import topic_specs
 from journal.wire import messages as m
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
+from publisher.client import PublisherClient
 from publisher.queues.views import QueueSummary
 from publisher.settings import PublisherSettings
 from runtime.http_server import AppServer
@@ -36,7 +36,6 @@ from subscriber.settings import SubscriberSettings
 from subscriber.store.delta import DeltaStore
 
 TOKEN = "operator-test-token-0123456789"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 PUB_AGENT = "publish"
 # The view, leader jobs and announcements run every half second: the console polls every
 # second and the tests wait for what it shows.
@@ -82,7 +81,7 @@ class Embedded:
         self.publisher = PublisherAgent(settings, self.js, self.journal, self.blobs).start()
         self.api = AppServer(create_app(self.publisher), name="publisher API")
         self.api.start()
-        self.http = httpx.Client(base_url=self.api.url, headers=AUTH, timeout=60)
+        self.client = PublisherClient(self.api.url, TOKEN, timeout_s=60)
         self.subscribers: dict[str, Sub] = {}
 
     @property
@@ -131,10 +130,7 @@ class Embedded:
 
     # ------------------------------------------------------------------ records
     def distribute(self, body: dict[str, Any]) -> int:
-        answer = self.http.post("/distribute", json=body)
-        assert answer.status_code == 200, answer.text
-        offset: int = answer.json()["offset"]
-        return offset
+        return int(self.client.distribute(body)["offset"])
 
     def next_offset(self) -> int:
         return self.journal.latest_offset(self.js.topics.package)
@@ -171,7 +167,7 @@ class Embedded:
     def close(self) -> None:
         for name in list(self.subscribers):
             self.stop_subscriber(name)
-        self.http.close()
+        self.client.close()
         self.api.stop()
         self.publisher.stop()
         self.blobs.close()

@@ -25,6 +25,7 @@ from journal.api import Position
 from journal.kafka.journal import KafkaJournal
 from journal.settings import JournalSettings
 from journal.wire.messages import PackageMessage, decode
+from publisher.client import PublisherClient
 from publisher.distributed_events import distributed_event
 from publisher.leader import leader_group_id
 from tests.publisher.conftest import TOKEN
@@ -59,28 +60,19 @@ class Publisher:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        self.http = httpx.Client(
-            base_url=f"http://127.0.0.1:{self.port}",
-            headers={"Authorization": f"Bearer {TOKEN}"},
-            timeout=30,
-        )
+        self.api = PublisherClient(f"http://127.0.0.1:{self.port}", TOKEN, timeout_s=30)
 
     def get(self, path: str) -> Any:
-        return self.http.get(path).json()
+        return self.api.http.get(path).json()
 
     def ready(self) -> bool:
-        try:
-            return self.http.get("/ready").status_code == 200
-        except httpx.HTTPError:
-            return False
+        return self.api.ready()
 
     def distribute(self, path: str) -> int:
-        response = self.http.post("/distribute", json={"action": "DELETE", "paths": [path]})
-        assert response.status_code == 200, response.text
-        return int(response.json()["offset"])
+        return int(self.api.distribute({"action": "DELETE", "paths": [path]})["offset"])
 
     def stop(self) -> None:
-        self.http.close()
+        self.api.close()
         if self.process.poll() is None:
             self.process.terminate()
             try:

@@ -23,9 +23,10 @@ from journal.wire.messages import PackageMessage, decode
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
 from publisher.api.forward import FORWARDED_HEADER, SERVED_BY_HEADER, ForwardMiddleware
+from publisher.client import PublisherClient
 from publisher.replicas import LeaderDirectory, parse_announcement
 from runtime.http_server import AppServer
-from tests.publisher.conftest import AUTH, AgentFactory
+from tests.publisher.conftest import TOKEN, AgentFactory
 from tests.services import free_port
 from tests.waiting import wait_for
 
@@ -57,7 +58,7 @@ def replicas(make_agent: AgentFactory) -> Iterator[list[Replica]]:
             wait_for(functools.partial(leading, agent), what="pub-a leading")
         server = AppServer(create_app(agent), port=port, name=instance)
         server.start()
-        http = httpx.Client(base_url=server.url, headers=AUTH, timeout=30)
+        http = PublisherClient(server.url, TOKEN, timeout_s=30).http
         started.append(Replica(agent, server, http))
     yield started
     for r in started:
