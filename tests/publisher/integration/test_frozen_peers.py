@@ -34,6 +34,7 @@ from journal.kafka.journal import ACK_MARGIN_S, KafkaJournal
 from journal.wire import messages as m
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
+from publisher.client import PublisherClient, PublisherRefused
 from tests import services
 from tests.publisher.conftest import AUTH, publisher_settings
 from tests.publisher.integration.conftest import blob_settings_for, journal_settings_for
@@ -122,9 +123,13 @@ def timed_post(client: TestClient, payload: dict[str, Any]) -> tuple[httpx.Respo
 def distributed(client: TestClient, payload: dict[str, Any]) -> int:
     """Distribute once the peers answer again; the offset."""
 
+    api = PublisherClient(http=client)
+
     def attempt() -> int | None:
-        answer = client.post("/distribute", json=payload)
-        return int(answer.json()["offset"]) if answer.status_code == 200 else None
+        try:
+            return int(api.distribute(payload)["offset"])
+        except PublisherRefused:
+            return None
 
     return wait_for(attempt, RECOVERY_TIMEOUT_S, "a distribute to succeed after the thaw")
 

@@ -15,6 +15,7 @@ from journal.topics import topic_specs
 from journal.wire.messages import CommandMessage, PackageMessage, decode
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
+from publisher.client import PublisherClient
 from tests.publisher.packages import put_packages
 from tests.publisher.simulate import SimulatedSubscriber
 from tests.waiting import wait_for
@@ -27,12 +28,10 @@ def subscriber(journal: SqliteJournal, sling_id: str, **kw: Any) -> SimulatedSub
 
 
 def distribute(client: TestClient, count: int) -> list[int]:
-    offsets = []
-    for i in range(count):
-        r = client.post("/distribute", json={"action": "DELETE", "paths": [f"/p{i}"]})
-        assert r.status_code == 200, r.text
-        offsets.append(r.json()["offset"])
-    return offsets
+    api = PublisherClient(http=client)
+    return [
+        api.distribute({"action": "DELETE", "paths": [f"/p{i}"]})["offset"] for i in range(count)
+    ]
 
 
 def queues(client: TestClient) -> dict[str, dict[str, Any]]:

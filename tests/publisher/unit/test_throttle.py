@@ -12,6 +12,7 @@ from journal.settings import TopicSettings
 from journal.sqlite.journal import SqliteJournal
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
+from publisher.client import PublisherClient
 from publisher.queues.throttle import Throttle
 from tests.publisher.conftest import AUTH, AgentFactory
 from tests.publisher.simulate import SimulatedSubscriber
@@ -36,9 +37,7 @@ def test_a_limit_of_zero_never_throttles() -> None:
 
 def distribute(client: TestClient, path: str) -> tuple[dict[str, object], float]:
     started = time.monotonic()
-    response = client.post("/distribute", json={"action": "DELETE", "deepPaths": [path]})
-    assert response.status_code == 200, response.text
-    body: dict[str, object] = response.json()
+    body = PublisherClient(http=client).distribute({"action": "DELETE", "deepPaths": [path]})
     return body, time.monotonic() - started
 
 
