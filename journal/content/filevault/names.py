@@ -26,8 +26,9 @@ _RESERVED_NAMES = frozenset({".content.xml"})
 
 def check_jcr_name(name: str, what: str) -> str:
     """``name`` if FileVault can write it: ``[prefix:]local``, a prefix of XML name characters,
-    a local name without ``/ : [ ] | *``, not ``.``/``..``, no leading or trailing space, and no
-    name that FileVault's layout reserves; raises ValueError naming the problem."""
+    a local name without ``/ : [ ] | *``, not ``.``/``..``, no leading or trailing space, no
+    name that FileVault's layout reserves and none that its file names would read back as
+    another; raises ValueError naming the problem."""
     prefix, _, local = name.rpartition(":")
     if ":" in prefix or (prefix and not _PREFIX.fullmatch(prefix)) or prefix == "xmlns":
         raise ValueError(f"{what} {name!r} has no valid JCR namespace prefix")
@@ -37,6 +38,11 @@ def check_jcr_name(name: str, what: str) -> str:
         raise ValueError(f"{what} {name!r} starts or ends with white space")
     if name in _RESERVED_NAMES or name.endswith(_RESERVED_SUFFIXES):
         raise ValueError(f"{what} {name!r} is reserved by FileVault's package layout")
+    # FileVault reads the character after a leading "_" unescaped: "_<" is written "_%3c" and
+    # read back as "_%3c". A name it would misread is refused, never imported under another.
+    back = repository_name(platform_name(name))
+    if back != name:
+        raise ValueError(f"{what} {name!r} would read back from FileVault's file names as {back!r}")
     return name
 
 

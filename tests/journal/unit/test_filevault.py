@@ -17,7 +17,7 @@ from journal.content.filevault.docview_values import (
     format_property,
     parse_property,
 )
-from journal.content.filevault.names import platform_name, repository_name
+from journal.content.filevault.names import check_jcr_name, platform_name, repository_name
 from journal.content.package import ContentPackage, Value
 from journal.wire.journal_pb2 import ReqType
 from runtime.errors import DecodeError
@@ -31,9 +31,21 @@ _LOCAL = st.text(_CHARS, min_size=1, max_size=12).filter(
         and s != ".content.xml"
     )
 )
-_NAME = st.one_of(
+_ANY_NAME = st.one_of(
     _LOCAL, st.builds(lambda p, n: f"{p}:{n}", st.sampled_from(["jcr", "sling", "my"]), _LOCAL)
 )
+
+
+def _representable(name: str) -> bool:
+    try:
+        check_jcr_name(name, "name")
+    except ValueError:
+        return False
+    return True
+
+
+# The names scd writes into a FileVault package (those it refuses are tested apart).
+_NAME = _ANY_NAME.filter(_representable)
 _TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=20)
 _SCALARS = st.one_of(
     _TEXT.map(lambda t: Value(string_value=t)),
@@ -92,9 +104,23 @@ def test_random_trees_survive_filevault_exactly(package: ContentPackage) -> None
 
 
 @settings(max_examples=300, deadline=None)
-@given(_NAME)
-def test_platform_names_read_back(name: str) -> None:
-    assert repository_name(platform_name(name)) == name
+@given(_ANY_NAME)
+def test_a_name_reads_back_from_its_file_name_or_is_refused(name: str) -> None:
+    back = repository_name(platform_name(name))
+    if back == name:
+        assert check_jcr_name(name, "name") == name
+    else:
+        with pytest.raises(ValueError, match="would read back from FileVault's file names"):
+            check_jcr_name(name, "name")
+
+
+def test_a_name_filevault_misreads_is_refused() -> None:
+    """FileVault reads the character after a leading "_" unescaped."""
+    for name in ("_<", "_%x", "_?", "_>y"):
+        assert repository_name(platform_name(name)) != name
+        with pytest.raises(ValueError, match="would read back"):
+            check_jcr_name(name, "node name")
+    assert check_jcr_name("_a<", "node name") == "_a<"
 
 
 @settings(max_examples=300, deadline=None)
