@@ -1,8 +1,10 @@
-"""Oak's own data store (org.apache.jackrabbit:oak-blob-plugins 1.82.0: OakFileDataStore behind
-DataStoreBlobStore, as an Oak repository sets it up) writes binaries and hands out their
-references; scd resolves those references, as a FileVault package's {BinaryRef}, to the same
-bytes, checks their HMAC with the data store's own reference.key and refuses a tampered one.
-Oak's side: tests/compat/oak (OakDataStoreCompat.java, built once by tests/compat/build.sh)."""
+"""Oak 1.82.0 itself writes binaries and hands out their references; scd resolves those
+references, as a FileVault package's {BinaryRef}, to the same bytes, checks their HMAC with the
+data store's own reference.key and refuses a tampered one. Two of Oak's levels: its data store
+(oak-blob-plugins: OakFileDataStore behind DataStoreBlobStore), and a whole repository (oak-jcr
+on oak-segment-tar with that data store, as an author runs it), whose JCR binaries answer
+ReferenceBinary.getReference(), the call FileVault's exporter makes. Oak's side: tests/compat/oak
+(OakDataStoreCompat.java, OakRepositoryCompat.java; built once by tests/compat/build.sh)."""
 
 from __future__ import annotations
 
@@ -34,8 +36,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+# A segment store keeps a binary below 16512 bytes in its segments: only larger ones reach the
+# data store and have a reference.
+REPOSITORY_SIZES = [10, 16_511, 16_512, 70_000, 3 * 1024 * 1024 + 7]
+
+
 @pytest.fixture(scope="module")
-def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+def classpath() -> str:
     built = subprocess.run(
         ["bash", str(HERE / "build.sh"), str(HERE / "oak")],
         capture_output=True,
@@ -44,17 +51,29 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
         check=False,
     )
     assert built.returncode == 0, built.stderr
-    root = tmp_path_factory.mktemp("oak") / "datastore"
+    return built.stdout.strip()
+
+
+def _run(classpath: str, main: str, directory: Path, sizes: list[int]) -> dict[str, Any]:
     done = subprocess.run(
-        ["java", "-cp", built.stdout.strip(), "io.scd.compat.OakDataStoreCompat", str(root)]
-        + [str(size) for size in SIZES],
+        ["java", "-cp", classpath, f"io.scd.compat.{main}", str(directory)]
+        + [str(size) for size in sizes],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return root, json.loads(done.stdout)
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+@pytest.fixture(scope="module")
+def written(
+    classpath: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict[str, Any]]:
+    root = tmp_path_factory.mktemp("oak") / "datastore"
+    return root, _run(classpath, "OakDataStoreCompat", root, SIZES)
 
 
 def _store(root: Path, monkeypatch: pytest.MonkeyPatch) -> OakDataStore:
@@ -136,3 +155,26 @@ def test_scd_refuses_a_tampered_oak_reference(
         with pytest.raises(BadBinaryReference, match="HMAC does not match"):
             resolve_references(_filevault_package([tampered]), store, blobs)
     assert list(blobs.list()) == []
+
+
+def test_scd_resolves_the_references_of_an_oak_repositorys_binaries(
+    classpath: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = _run(classpath, "OakRepositoryCompat", tmp_path / "author", REPOSITORY_SIZES)
+    by_size = {b["size"]: b for b in out["binaries"]}
+    assert by_size[10]["reference"] is None
+    assert by_size[16_511]["reference"] is None
+    records = [b for b in out["binaries"] if b["reference"] is not None]
+    assert [b["size"] for b in records] == REPOSITORY_SIZES[2:]
+    package = _filevault_package([b["reference"] for b in records])
+    blobs = LocalBlobStore(tmp_path / "scd-blobs")
+    store = _store(tmp_path / "author" / "datastore", monkeypatch)
+    assert resolve_references(package, store, blobs) == len(records)
+    for b, node in zip(records, package.nodes[1:], strict=True):
+        ref = node.properties["jcr:data"].binary_value.ref
+        assert (ref.size, ref.sha256) == (b["size"], b["sha256"])
+        with blobs.get(ref.key) as stream:
+            assert hashlib.sha256(stream.read()).hexdigest() == b["sha256"]
+    identifier, mac = records[0]["reference"].split(":")
+    with pytest.raises(BadBinaryReference, match="HMAC does not match"):
+        resolve_references(_filevault_package([f"{identifier}:{mac[::-1]}"]), store, blobs)
