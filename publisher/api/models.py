@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Self
+import dataclasses
+from typing import Any, Self, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.alias_generators import to_camel
 
-from publisher.clear import ClearMode
+from publisher.clear import ClearMode, ClearResult
 from publisher.discovery import Subscriber
+from publisher.distribute.cleanup import CleanupResult
 from publisher.distribute.request import Action
+from publisher.pause import PauseResult
 from publisher.queues.views import QueueItem, QueueState, QueueSummary
 
 
@@ -27,6 +30,16 @@ class ApiModel(BaseModel):
                 for name in cls.model_fields
             }
         )
+
+
+def response_of(result: type[Any]) -> type[ApiModel]:
+    """The response model of the result dataclass ``result``, field for field (its name,
+    ``Result`` made ``Response``): a route that answers one declares it as its
+    ``response_model``."""
+    hints = get_type_hints(result)
+    fields: dict[str, Any] = {f.name: (hints[f.name], ...) for f in dataclasses.fields(result)}
+    name = result.__name__.removesuffix("Result") + "Response"
+    return create_model(name, __base__=ApiModel, __module__=__name__, **fields)
 
 
 class DistributeResponse(ApiModel):
@@ -132,17 +145,10 @@ class ClearRequest(ApiModel):
     offset: int | None = Field(default=None, ge=0)
 
 
-class ClearResponse(ApiModel):
-    queue: str
-    removed: int
-    clear_offset: int | None
-    command_offset: int | None
+ClearResponse = response_of(ClearResult)
 
 
-class PauseResponse(ApiModel):
-    queue: str
-    paused: bool  # what the command asks; the queue shows PAUSED once the subscriber announces it
-    command_offset: int
+PauseResponse = response_of(PauseResult)
 
 
 class SubscriberStateModel(ApiModel):
@@ -185,13 +191,7 @@ class AgentModel(ApiModel):
     )
 
 
-class CleanupResponse(ApiModel):
-    earliest_offset: int
-    latest_offset: int
-    deleted: int
-    stamped: int
-    kept: int
-    failed: int
+CleanupResponse = response_of(CleanupResult)
 
 
 class HealthModel(ApiModel):

@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from publisher.api.deps import AgentDep, Authorized
-from publisher.api.models import CleanupResponse, HealthModel
+from publisher.api.models import ApiModel, CleanupResponse, HealthModel
 
 router = APIRouter(tags=["operations"])
 
@@ -44,7 +44,8 @@ def metrics(agent: AgentDep) -> Response:
     "/cleanup",
     dependencies=[Authorized],
     responses={401: {"description": "Missing or invalid API token"}},
+    response_model=CleanupResponse,
 )
-def cleanup(agent: AgentDep) -> CleanupResponse:
+def cleanup(agent: AgentDep) -> ApiModel:
     """Run the package blob cleanup now (normally the leader runs it every 12 h)."""
     return CleanupResponse.of(agent.run_cleanup())

@@ -11,6 +11,7 @@ from publisher.aggregated_clear import clear_aggregated
 from publisher.api.deps import AgentDep, Authorized
 from publisher.api.models import (
     AgentModel,
+    ApiModel,
     ClearRequest,
     ClearResponse,
     PauseResponse,
@@ -113,8 +114,9 @@ def error_queue_items(
         409: {"description": "The subscriber is not editable"},
         503: {"description": "Journal unreachable: no command sent, retry"},
     },
+    response_model=ClearResponse,
 )
-def clear_queue(name: str, body: ClearRequest, agent: AgentDep) -> ClearResponse:
+def clear_queue(name: str, body: ClearRequest, agent: AgentDep) -> ApiModel:
     """Clear an editable subscriber's queue (sends one ClearCommand), or the aggregated
     editable queue (one ClearCommand to each editable subscriber behind the cleared items)."""
     if agent.queues.is_aggregated(name):
@@ -132,14 +134,24 @@ PAUSE_RESPONSES: dict[int | str, dict[str, str]] = {
 }
 
 
-@router.post("/queues/{name}/pause", dependencies=[Authorized], responses=PAUSE_RESPONSES)
-def pause_queue(name: str, agent: AgentDep) -> PauseResponse:
+@router.post(
+    "/queues/{name}/pause",
+    dependencies=[Authorized],
+    responses=PAUSE_RESPONSES,
+    response_model=PauseResponse,
+)
+def pause_queue(name: str, agent: AgentDep) -> ApiModel:
     """Pause the subscriber: it finishes the commit in progress and imports nothing more until
     resumed (sends one PauseCommand); its queue shows PAUSED once it announced it."""
     return PauseResponse.of(agent.pauser.pause(name, True))
 
 
-@router.post("/queues/{name}/resume", dependencies=[Authorized], responses=PAUSE_RESPONSES)
-def resume_queue(name: str, agent: AgentDep) -> PauseResponse:
+@router.post(
+    "/queues/{name}/resume",
+    dependencies=[Authorized],
+    responses=PAUSE_RESPONSES,
+    response_model=PauseResponse,
+)
+def resume_queue(name: str, agent: AgentDep) -> ApiModel:
     """Resume a paused subscriber: it imports on from the package after its processed offset."""
     return PauseResponse.of(agent.pauser.pause(name, False))
