@@ -1,8 +1,8 @@
 """Store maintenance scheduling (subscriber.maintenance.scheduler) on the in-memory store: one
 step per idle poll; the purge in the import thread, the fold, checkpoint, compaction and
-VACUUM's turn (the retention, then VACUUM) in the maintenance thread while imports go on, one at a time; a
-failed step is logged, counted and tried again later; maintenance off runs only the purge, the
-fold and the checkpoint."""
+VACUUM's turn (the retention, then VACUUM) in the maintenance thread while imports go on, one at
+a time; a failed step is logged, counted and tried again later; maintenance off runs only the
+purge, the fold and the checkpoint."""
 
 from __future__ import annotations
 
