@@ -2,7 +2,9 @@
 
 Everything a record carries is checked here, before the import looks at it: its signature
 (when keys are configured), the message's fields, the package bytes (length, checksum,
-format version, decoded size) and the content rules. A failure is kept with the record:
+format version, decoded size), a FileVault package's Oak data store references
+(subscriber.bookkeeper.oak_refs, when SCD_OAK_* configures a data store) and the content
+rules. A failure is kept with the record:
 
 * permanent (runtime.errors.PermanentError: undecodable, forged, unknown version or enum,
   checksum mismatch, over a size limit, content breaking a rule): the package can never be
