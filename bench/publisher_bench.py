@@ -100,8 +100,8 @@ def start_publisher(
     names it among the agent's instances; ``tree`` is the source tree it runs (``python -m``
     imports scd from its working directory first: another checkout runs that checkout)."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCD_")}
-    env.update(
+    logfile = work / f"publisher-{instance}.log"
+    process = spawn_publisher(
         {
             "SCD_JOURNAL_BACKEND": "kafka",
             "SCD_JOURNAL_BOOTSTRAP_SERVERS": bootstrap,
@@ -116,21 +116,27 @@ def start_publisher(
             "SCD_PUBLISHER_LEADER_TOPIC": f"{prefix}.leader",
             "SCD_PUBLISHER_PORT": str(port),
             "SCD_PUBLISHER_INSTANCE_ID": instance,
-        }
-    )
-    logfile = (work / f"publisher-{instance}.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "scd", "publisher"],
-        env=env,
-        cwd=tree,
-        stdout=logfile,
-        stderr=logfile,
+        },
+        tree,
+        logfile,
     )
     url = f"http://127.0.0.1:{port}"
     if wait_ready(url, process):
         return process, url
     process.kill()
-    raise SystemExit(f"publisher did not become ready; see {logfile.name}")
+    raise SystemExit(f"publisher did not become ready; see {logfile}")
+
+
+def spawn_publisher(settings: dict[str, str], tree: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``scd publisher`` run from the source tree ``tree`` (``python -m`` imports scd from its
+    working directory first), with ``settings`` its only SCD_* variables, its output to
+    ``log``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCD_")}
+    env.update(settings)
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "scd", "publisher"], env=env, cwd=tree, stdout=out, stderr=out
+        )
 
 
 def wait_ready(url: str, process: subprocess.Popen[bytes]) -> bool:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.publisher_bench import percentiles, wait_ready
+from bench.publisher_bench import TOKEN, percentiles, spawn_publisher, wait_ready
 from journal.messaging import MessageSender
 from journal.settings import TopicSettings
 from journal.sqlite.journal import SqliteJournal
@@ -44,7 +44,6 @@ from publisher.client import PublisherClient
 from tests.services import free_port
 
 REPO_DIR = Path(__file__).resolve().parent.parent
-TOKEN = "bench-token-0123456789abcdef"
 # The issue's request: 24 MB of JSON.
 BODY_BYTES = 24 * 1024 * 1024
 DEFAULT_REQUESTS = 100
@@ -93,8 +92,7 @@ def publisher(code_dir: Path, work: Path) -> Iterator[Daemon]:
     """A publisher daemon running the code in ``code_dir``, on a fresh journal in ``work``."""
     port = free_port()
     journal_path = work / "journal.db"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCD_")}
-    env.update(
+    process = spawn_publisher(
         {
             "SCD_JOURNAL_BACKEND": "sqlite",
             "SCD_JOURNAL_SQLITE_PATH": str(journal_path),
@@ -103,15 +101,9 @@ def publisher(code_dir: Path, work: Path) -> Iterator[Daemon]:
             "SCD_PUBLISHER_API_TOKEN": TOKEN,
             "SCD_PUBLISHER_PORT": str(port),
             "PYTHONPATH": str(code_dir),  # the baseline's packages before the installed ones
-        }
-    )
-    logfile = (work / "publisher.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "scd", "publisher"],
-        env=env,
-        cwd=code_dir,
-        stdout=logfile,
-        stderr=logfile,
+        },
+        code_dir,
+        work / "publisher.log",
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -40,12 +40,16 @@ from subscriber.bookkeeper.decoding import RecordDecoder
 from subscriber.bookkeeper.failures import FailureReporter
 from subscriber.bookkeeper.loop import ImportLoop
 from subscriber.bookkeeper.staging import CanaryStatuses, StagedImport
-from subscriber.bookkeeper.statuses import IDLE_CHECKPOINT_COMMITS, Bookkeeping
+from subscriber.bookkeeper.statuses import Bookkeeping
 from subscriber.fleet.commit_slots import CommitSlots, Stopped
 from subscriber.hooks import ImportHook, ImportHooks
 from subscriber.hooks.loading import load_hooks
 from subscriber.http import CanaryWait, Health
-from subscriber.maintenance.scheduler import MaintenancePolicy
+from subscriber.maintenance.scheduler import (
+    IDLE_CHECKPOINT_COMMITS,
+    Maintenance,
+    MaintenancePolicy,
+)
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness, ReadinessRules, supervised_check
 from subscriber.reads.model import ReadModel
@@ -119,7 +123,9 @@ class SubscriberAgent:
             self.store,
             status,
             self.metrics,
-            MaintenancePolicy.from_settings(settings),
+        )
+        self.maintenance = Maintenance(
+            self.name, self.store, MaintenancePolicy.from_settings(settings), self.metrics
         )
         self.announcer = Announcer(
             settings,
@@ -154,6 +160,7 @@ class SubscriberAgent:
             RecordDecoder(self.topics.package, settings.pub_agents, blobs, limits, verifier, oak),
             self.commands,
             self.bookkeeping,
+            self.maintenance,
             FailureReporter(
                 self.name,
                 lambda: self.instance_id,
@@ -242,7 +249,7 @@ class SubscriberAgent:
         self.loop.shutdown()
         if self.reads is not None:
             self.reads.stop()
-        self.bookkeeping.maintenance.wait(timeout_s)  # a step in the maintenance thread
+        self.maintenance.wait(timeout_s)  # a step in the maintenance thread
         self.role.release()  # nothing writes any more: a standby may take over at once
 
     # ------------------------------------------------------------------ the import loop's view

@@ -60,6 +60,7 @@ from subscriber.bookkeeper.statuses import Bookkeeping
 from subscriber.bookkeeper.triage import Triage
 from subscriber.fleet.commit_slots import CommitSlots, Stopped
 from subscriber.hooks import HookPackage, ImportHooks, ImportResult
+from subscriber.maintenance.scheduler import Maintenance
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness
 from subscriber.settings import SubscriberSettings
@@ -86,6 +87,7 @@ class ImportLoop:
         decoder: RecordDecoder,
         commands: Commands,
         bookkeeping: Bookkeeping,
+        maintenance: Maintenance,
         reporter: FailureReporter,
         metrics: SubscriberMetrics,
         readiness: Readiness,
@@ -103,6 +105,7 @@ class ImportLoop:
         self.decoder = decoder
         self.commands = commands
         self.bookkeeping = bookkeeping
+        self.maintenance = maintenance
         self.reporter = reporter
         self.metrics = metrics
         self.readiness = readiness
@@ -308,7 +311,7 @@ class ImportLoop:
             return 0
         self.readiness.on_poll(len(polled))
         if not polled:
-            self.bookkeeping.idle()
+            self.maintenance.idle()
             return 0
         self._import(polled)
         # After a batch was split to isolate a failing package, grow back to batch_max.
@@ -484,7 +487,7 @@ class ImportLoop:
             },
         )
         self.bookkeeping.send_pending_statuses()
-        self.bookkeeping.commits_since_purge += 1
+        self.maintenance.committed()
         self._post_hooks(changes)
 
     def _post_hooks(self, changes: ChangeSet) -> None:

@@ -342,7 +342,7 @@ def test_the_agent_checkpoints_its_store_and_survives_a_failed_checkpoint(
         raise RuntimeError("checkpoint went wrong")
 
     monkeypatch.setattr(delta_table, "checkpoint", broken)
-    maintenance = agent.bookkeeping.maintenance
+    maintenance = agent.maintenance
     h.drive(agent, lambda: agent.processed_offset == offsets[-1])
     assert agent.counters.commits == IDLE_CHECKPOINT_COMMITS
     assert agent.run_once() == 0  # idle: the loop goes on

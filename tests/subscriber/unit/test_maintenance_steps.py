@@ -255,7 +255,7 @@ def test_imports_go_on_while_a_step_runs_in_the_maintenance_thread(local_env: En
     )
     for i in range(3):
         env.send(package(f"p{i}", ADD, [(f"/p{i}", True)], [node(f"/p{i}")]))
-    maintenance = agent.bookkeeping.maintenance
+    maintenance = agent.maintenance
     while agent.run_once():
         maintenance.wait(5)  # after a commit: the retention at start, in its thread
     assert calls(store) == ["retention", "purge"]  # the last call found nothing: the purge
@@ -358,9 +358,9 @@ def test_a_failing_step_is_logged_counted_and_does_not_stop_imports(
         env.send(package(f"p{i}", ADD, [(f"/p{i}", True)], [node(f"/p{i}")]))
     for _ in range(6):
         agent.run_once()  # imports, purge, retention, the failing compaction, ...
-    agent.bookkeeping.maintenance.wait(5)
+    agent.maintenance.wait(5)
     assert "store maintenance compact failed; trying again later" in caplog.text
-    assert agent.bookkeeping.maintenance.failures == 1
+    assert agent.maintenance.failures == 1
     metrics = agent.metrics.render().decode()
     assert 'scd_store_maintenance_failures_total{agent="sub",step="compact"} 1.0' in metrics
     offset = env.send(package("after", ADD, [("/after", True)], [node("/after")]))
