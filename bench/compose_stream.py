@@ -237,15 +237,7 @@ def compose_running(compose: ComposeCluster) -> bool:
 
 def native_cluster(work: Path) -> tuple[ClusterScript, Target]:
     services.run_deploy("services.sh", "up")
-    native = services.native_defaults()
-    kafka = services.KafkaService(native["SCD_TEST_KAFKA_BOOTSTRAP"], origin="native")
-    s3 = services.S3Service(
-        native["SCD_TEST_S3_ENDPOINT"],
-        native["SCD_TEST_S3_ACCESS_KEY"],
-        native["SCD_TEST_S3_SECRET_KEY"],
-        native["SCD_TEST_S3_REGION"],
-        origin="native",
-    )
+    kafka, s3 = services.native_services()
     name = services.unique_name("stream-bench")
     token = "stream-bench-token-0123456789abcdef"
     settings = {"SCD_PUBLISHER_API_TOKEN": token, "SCD_BLOB_CREATE_BUCKET": "true"}

@@ -70,15 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         maintenance=not args.no_maintenance,
         reload=not args.new_daemons,
     )
-    native = services.native_defaults()
-    kafka = services.KafkaService(native["SCD_TEST_KAFKA_BOOTSTRAP"], origin="native")
-    s3 = services.S3Service(
-        native["SCD_TEST_S3_ENDPOINT"],
-        native["SCD_TEST_S3_ACCESS_KEY"],
-        native["SCD_TEST_S3_SECRET_KEY"],
-        native["SCD_TEST_S3_REGION"],
-        origin="native",
-    )
+    kafka, s3 = services.native_services()
     # A stop (SIGTERM) unwinds like an error: the daemons started are stopped, not left behind.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     load_at_start = os.getloadavg()[0]

@@ -142,15 +142,18 @@ def machine_info() -> dict[str, Any]:
 
 def journal_settings(bootstrap: str, prefix: str) -> JournalSettings:
     return JournalSettings(
-        backend="kafka",
-        bootstrap_servers=bootstrap,
-        topics=TopicSettings(
-            package=f"{prefix}.package",
-            status=f"{prefix}.status",
-            discovery=f"{prefix}.discovery",
-            command=f"{prefix}.command",
-            event=f"{prefix}.event",
-        ),
+        backend="kafka", bootstrap_servers=bootstrap, topics=prefixed_topics(prefix)
+    )
+
+
+def prefixed_topics(prefix: str) -> TopicSettings:
+    """The topics ``prefix.package``, ``prefix.status``, ... of one bench run."""
+    return TopicSettings(
+        package=f"{prefix}.package",
+        status=f"{prefix}.status",
+        discovery=f"{prefix}.discovery",
+        command=f"{prefix}.command",
+        event=f"{prefix}.event",
     )
 
 

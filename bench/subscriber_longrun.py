@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import subscriber_workload as workload
-from bench.subscriber_import import SPARK_MASTER, local_session, machine_info
+from bench.subscriber_import import SPARK_MASTER, local_session, machine_info, prefixed_topics
 from journal.api import Journal
 from journal.factory import open_journal
-from journal.settings import JournalSettings, TopicSettings
+from journal.settings import JournalSettings
 from journal.topics import topic_specs
 from runtime.stats import percentile
 from subscriber.agent import SubscriberAgent
@@ -213,13 +213,7 @@ def longrun(spark: Any, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     journal_settings = JournalSettings(
         backend="sqlite",
         sqlite_path=work / "journal.db",
-        topics=TopicSettings(
-            package=f"{prefix}.package",
-            status=f"{prefix}.status",
-            discovery=f"{prefix}.discovery",
-            command=f"{prefix}.command",
-            event=f"{prefix}.event",
-        ),
+        topics=prefixed_topics(prefix),
     )
     with open_journal(journal_settings) as journal:
         journal.create_topics(topic_specs(journal_settings))

@@ -328,6 +328,21 @@ def kafka_container(image: str) -> Iterator[KafkaService]:
         _unpause_and_stop(container)
 
 
+def native_services() -> tuple[KafkaService, S3Service]:
+    """The native Kafka and S3 servers as ``deploy/services.sh env`` describes them (started
+    or not: the caller starts them)."""
+    native = native_defaults()
+    kafka = KafkaService(native["SCD_TEST_KAFKA_BOOTSTRAP"], origin="native")
+    s3 = S3Service(
+        native["SCD_TEST_S3_ENDPOINT"],
+        native["SCD_TEST_S3_ACCESS_KEY"],
+        native["SCD_TEST_S3_SECRET_KEY"],
+        native["SCD_TEST_S3_REGION"],
+        origin="native",
+    )
+    return kafka, s3
+
+
 @contextmanager
 def _native_kafka() -> Iterator[KafkaService]:
     bootstrap = native_defaults()["SCD_TEST_KAFKA_BOOTSTRAP"]

@@ -63,6 +63,7 @@ from dataclasses import asdict, dataclass
 from subscriber.metrics import SubscriberMetrics
 from subscriber.settings import SubscriberSettings
 from subscriber.store.base import StepOutcome, Store
+from subscriber.writer.errors import WriterDeposed
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +185,30 @@ class Maintenance:
     def commits_since_purge(self, value: int) -> None:
         self.commits += max(0, value - self._since_purge)
         self._since_purge = value
+
+    # ------------------------------------------------------------------ the import loop's calls
+    def committed(self) -> None:
+        """Count a commit of the import loop, and start a step of the maintenance thread if one
+        is due: under a steady stream a poll never comes back empty, and the store would never
+        be folded or checkpointed. It never holds the import (the purge and the retention wait
+        for an idle poll)."""
+        self.commits_since_purge += 1
+        self._maintain(inline=False)
+
+    def idle(self) -> None:
+        """A poll found nothing to import: one step, if one is due."""
+        self._maintain(inline=True)
+
+    def _maintain(self, *, inline: bool) -> None:
+        """A failure is logged and tried again later; it never stops the import thread."""
+        try:
+            self.step(inline=inline)
+        except WriterDeposed:
+            raise  # the import loop steps down
+        except Exception:
+            log.warning(
+                "%s: store housekeeping failed; trying again later", self.name, exc_info=True
+            )
 
     # ------------------------------------------------------------------ scheduling
     @property
