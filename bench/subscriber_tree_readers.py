@@ -13,7 +13,7 @@ the current-tree time of every reader docs/content-store.md shows.
   rows counted in Spark: a session started once, not timed). Rows and time per reader; every
   reader must find the same number of rows.
 
-The stores: ``bench/subscriber_bigstore.py generate`` makes them (``--pages 100000``: the
+The stores: ``python -m bench.subscriber_bigstore generate`` makes them (``--pages 100000``: the
 million-node store; ``--pages 30``: 312 nodes).
 
     .venv/bin/python -m bench.subscriber_tree_readers ls --store /tmp/small --store /tmp/big \\
