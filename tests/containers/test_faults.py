@@ -29,9 +29,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import pytest
 
+from publisher.client import PublisherClient, PublisherUnreachable
 from subscriber.store.delta import DeltaStore
 from tests.containers import checks
 from tests.containers.compose import (
@@ -261,8 +261,9 @@ def _leaders(compose: ComposeCluster) -> list[str]:
     ep, found = compose.endpoints(), []
     for service in PUBLISHERS:
         try:
-            agent = httpx.get(f"{ep.url_of(service)}/agent", timeout=5.0).json()
-        except httpx.HTTPError:
+            with PublisherClient(ep.url_of(service), timeout_s=5.0) as api:
+                agent = api.agent()
+        except PublisherUnreachable:
             continue
         if agent["leader"]:
             found.append(service)
@@ -275,11 +276,8 @@ def _one_leader(compose: ComposeCluster) -> str | None:
 
 
 def _ready(compose: ComposeCluster, service: str) -> bool:
-    try:
-        answer = httpx.get(f"{compose.endpoints().url_of(service)}/ready", timeout=5.0)
-    except httpx.HTTPError:
-        return False
-    return answer.status_code == 200
+    with PublisherClient(compose.endpoints().url_of(service), timeout_s=5.0) as api:
+        return api.ready()
 
 
 def _refusals(balanced: Distributor, start: float, victim_url: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from publisher.client import PublisherClient
 from tests.containers.compose import ComposeCluster, parse_env
 from tests.containers.conftest import Report
 from tests.containers.driving import wait_imported
@@ -76,14 +77,8 @@ def test_every_subscriber_serves_what_was_distributed(
             _file(f"{root}/large.png", large),
         ],
     }
-    answer = httpx.post(
-        f"{ep.publisher_url}/distribute",
-        json=body,
-        headers={"Authorization": f"Bearer {ep.token}"},
-        timeout=HTTP_TIMEOUT_S,
-    )
-    assert answer.status_code == 200, answer.text
-    offset = int(answer.json()["offset"])
+    with PublisherClient(ep.publisher_url, ep.token, timeout_s=HTTP_TIMEOUT_S) as api:
+        offset = int(api.distribute(body)["offset"])
     distributed = time.monotonic()
     imported = wait_imported(compose, offset, distributed, IMPORT_TIMEOUT_S)
 

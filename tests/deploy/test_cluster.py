@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from publisher.client import PublisherClient
 from tests import services
 from tests.cluster_script import DOWN_TIMEOUT_S, UP_TIMEOUT_S, ClusterScript, group_members
 from tests.services import KafkaService, S3Service
@@ -100,7 +101,6 @@ def test_cluster_up_distribute_status_down(
     # Distributed the moment up returned (the stores may still be opening): every subscriber
     # imports these, none starts after them.
     token = (cluster.directory / "token").read_text().strip()
-    headers = {"Authorization": f"Bearer {token}"}
     assert (
         httpx.post(
             f"{cluster.publisher_url}/distribute",
@@ -110,19 +110,16 @@ def test_cluster_up_distribute_status_down(
         == 401
     ), "the publisher must require its token"
     offsets = []
-    for name in ("home", "about"):
-        answer = httpx.post(
-            f"{cluster.publisher_url}/distribute",
-            headers=headers,
-            json={
-                "action": "ADD",
-                "paths": [f"/content/{name}"],
-                "nodes": [{"path": f"/content/{name}", "properties": {"title": name}}],
-            },
-            timeout=HTTP_TIMEOUT_S,
-        )
-        assert answer.status_code == 200, answer.text
-        offsets.append(int(answer.json()["offset"]))
+    with PublisherClient(cluster.publisher_url, token, timeout_s=HTTP_TIMEOUT_S) as api:
+        for name in ("home", "about"):
+            answer = api.distribute(
+                {
+                    "action": "ADD",
+                    "paths": [f"/content/{name}"],
+                    "nodes": [{"path": f"/content/{name}", "properties": {"title": name}}],
+                }
+            )
+            offsets.append(int(answer["offset"]))
     last = max(offsets)
     wait_for(
         lambda: all(

@@ -45,10 +45,11 @@ from journal.settings import JournalSettings, TopicSettings
 from journal.sqlite.journal import SqliteJournal
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
+from publisher.client import PublisherClient
 from runtime.http_server import AppServer
 from subscriber.http import Health, HealthServer
 from subscriber.http import create_app as create_health_app
-from tests.publisher.conftest import AUTH, publisher_settings
+from tests.publisher.conftest import AUTH, TOKEN, publisher_settings
 from tests.publisher.simulate import SimulatedSubscriber
 from tests.waiting import wait_for
 
@@ -108,15 +109,15 @@ def publisher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         journal.close()
 
 
+# What _subscriber_with_queues distributes, in order.
+PAGES = ("/site/page", "/site")
+
+
 def _subscriber_with_queues(url: str, journal: Journal, topics: TopicSettings) -> None:
     """A simulated editable subscriber behind by two packages, one of them in its error queue:
     the operations on a queue then reach real queue code when given its name."""
-    offsets = []
-    for path in ("/site/page", "/site"):
-        body = {"action": "ADD", "deepPaths": [path]}
-        answer = httpx.post(f"{url}/distribute", json=body, headers=AUTH, timeout=30)
-        assert answer.status_code == 200, answer.text
-        offsets.append(answer.json()["offset"])
+    with PublisherClient(url, TOKEN, timeout_s=30) as api:
+        offsets = [api.distribute({"action": "ADD", "deepPaths": [p]})["offset"] for p in PAGES]
     subscriber = SimulatedSubscriber(journal, topics, SIM_INSTANCE, SIM_AGENT, max_retries=2)
     subscriber.announce(offsets[0] - 1)
     subscriber.failed(offsets[0])
