@@ -31,6 +31,7 @@ import threading
 import time
 import tracemalloc
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -280,20 +281,38 @@ def bench_bare_kafka(
 # ---------------------------------------------------------------- (b) queues
 
 
-def fill_journal(journal: SqliteJournal, topic: str, entries: int) -> None:
+def section_page(i: int) -> str:
+    return f"/content/site/en/section-{i % 97}/page-{i}"
+
+
+def fill_journal(
+    journal: SqliteJournal,
+    topic: str,
+    entries: int,
+    *,
+    agent: str = "publish",
+    size: int = PACKAGE_BYTES,
+    path: Callable[[int], str] = section_page,
+    numbered: bool = False,
+) -> None:
+    """``entries`` package messages of publisher agent ``agent`` on ``topic``, the i-th of
+    ``size`` bytes at ``path(i)``; ``numbered``: with the sequence numbers journal/sequence.py
+    gives the packages of an empty topic."""
     sender = MessageSender(journal, topic)
     pending = []
     for i in range(entries):
         message = PackageMessage(
             pub_sling_id="pub",
-            pub_agent_name="publish",
+            pub_agent_name=agent,
             pkg_id=uuid.uuid4().hex,
             req_type=ReqType.ADD,
             pkg_type="scd-content",
-            pkg_length=PACKAGE_BYTES,
+            pkg_length=size,
             created_ms=1_700_000_000_000 + i,
         )
-        message.paths.append(f"/content/site/en/section-{i % 97}/page-{i}")
+        message.paths.append(path(i))
+        if numbered:
+            message.sequence = i + 1  # the package at offset i
         pending.append(sender.start_send(message))
     for sent in pending:
         journal.finish_send(sent)

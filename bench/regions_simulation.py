@@ -37,18 +37,15 @@ import sys
 import tempfile
 import time
 import tracemalloc
-import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.publisher_bench import fill_journal
 from journal.api import Record, TopicSpec
-from journal.messaging import MessageSender
 from journal.sqlite.journal import SqliteJournal
 from journal.wire.messages import (
     DiscoveryMessage,
-    PackageMessage,
     PackageStatusMessage,
-    ReqType,
     Status,
     SubscriberConfiguration,
     SubscriberState,
@@ -78,26 +75,6 @@ BLOCKED_AFTER_ATTEMPTS = 3
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def fill_journal(journal: SqliteJournal, topic: str, entries: int) -> None:
-    sender = MessageSender(journal, topic)
-    pending = []
-    for i in range(entries):
-        message = PackageMessage(
-            pub_sling_id="pub",
-            pub_agent_name=AGENT,
-            pkg_id=uuid.uuid4().hex,
-            req_type=ReqType.ADD,
-            pkg_type="scd-content",
-            pkg_length=5000,
-            created_ms=1_700_000_000_000 + i,
-        )
-        message.paths.append(f"/content/site/page-{i}")
-        message.sequence = i + 1  # the package at offset i, as journal/sequence.py numbers it
-        pending.append(sender.start_send(message))
-    for sent in pending:
-        journal.finish_send(sent)
 
 
 def announcement(i: int, offset: int, sequence: int = 0) -> tuple[bytes, dict[str, str]]:
@@ -220,7 +197,15 @@ def main() -> None:
         journal = SqliteJournal(Path(tmp) / "journal.db")
         journal.create_topics([TopicSpec("package")])
         log(f"writing {args.entries} packages to the embedded journal")
-        fill_journal(journal, "package", args.entries)
+        fill_journal(
+            journal,
+            "package",
+            args.entries,
+            agent=AGENT,
+            size=5000,
+            path=lambda i: f"/content/site/page-{i}",
+            numbered=True,
+        )
         cache = QueueCache(
             journal, "package", AGENT, fetch_timeout_s=60, metrics=PublisherMetrics()
         )
