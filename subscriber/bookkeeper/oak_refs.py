@@ -84,9 +84,14 @@ def _resolve(where: str, ref: BlobRef, store: OakDataStore, blobs: BlobStore | N
             key = s3_key(store.s3_prefix, reference.identifier)
             size = blobs.head(key).size
             sha256 = reference.identifier if reference.digest == "sha256" else ""
-    except BlobNotFound as exc:
+    except (FileNotFoundError, BlobNotFound) as exc:
+        place = (
+            f"no file {exc.filename}"
+            if isinstance(exc, FileNotFoundError)
+            else f"no object {exc.key!r} in scd's blob store"
+        )
         raise PackageUnavailable(
-            f"{where}: Oak data store record {reference.identifier} not found ({exc}); "
+            f"{where}: Oak data store record {reference.identifier} not found ({place}); "
             "retried: it may not be replicated yet"
         ) from exc
     except (BlobStoreError, OSError) as exc:
@@ -105,11 +110,7 @@ def _copy_file_record(
         except BlobNotFound:
             pass
     path = file_path(root, reference.identifier)
-    try:
-        stream = path.open("rb")
-    except FileNotFoundError:
-        raise BlobNotFound(str(path)) from None
-    with stream:
+    with path.open("rb") as stream:  # FileNotFoundError: not there (yet)
         size = os.fstat(stream.fileno()).st_size
         sha256 = _check_digest(where, stream, reference)
         stream.seek(0)
