@@ -1,7 +1,7 @@
 """The import loop: follows the package topic from the store's offset and imports each package
 into the store exactly once.
 
-One thread does every store write, in offset order: it polls packages, folds them into the
+One thread does every store write, in offset order: it polls packages, merges them into the
 store's unit of work (several per commit when behind), commits, then sends the statuses that
 commit recorded. While a batch commits, a helper thread polls and decodes the next one
 (fetching spilled packages from the blob store): the import thread then finds it ready, and

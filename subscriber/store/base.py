@@ -1,7 +1,7 @@
 """What the subscriber needs from its content store: the ``Store`` protocol and the state a
 store hands back when it opens.
 
-The import loop only ever talks to a ``Store``: it asks for a unit of work (``begin``), folds
+The import loop only ever talks to a ``Store``: it asks for a unit of work (``begin``), merges
 packages into it, and commits it whole. ``subscriber.store.delta.DeltaStore`` is the product's
 store (a Delta table written through Spark); tests use an in-memory one with the same contract,
 so retry, skip, clear and failure logic is tested without Spark.

@@ -457,7 +457,7 @@ class DeltaStore:
             table = self.spark.read.format("delta").load(self.location)
             kept = table.where(f"kind = '{KIND_OFFSET}' AND offset = {int(current)}").collect()
         if kept:
-            # The sequence rows are folded the same way: the current number per agent stays.
+            # The sequence rows are reduced the same way: the current number per agent stays.
             now = now_ms()
             numbers = [
                 bookkeeping_row(KIND_SEQUENCE, n, now, pub_agent=agent, info=info)

@@ -118,7 +118,7 @@ class StoreContract:
         # A clear by package number (no offset), then an older one: the number only grows.
         assert store.record_clear(-1, "publish", sequence=3, up_to_sequence=9) == 1
         assert store.record_clear(-1, "publish", sequence=4, up_to_sequence=8) == 1
-        store.forget_statuses(2)  # the purge folds the rows and keeps the current numbers
+        store.forget_statuses(2)  # the purge reduces the rows and keeps the current numbers
         state = stores.again(store).open()
         assert state.sequences == {"publish": 4, "other": 7}
         assert state.command_sequences == {"publish": 4}

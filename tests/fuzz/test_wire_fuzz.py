@@ -89,7 +89,7 @@ def _record(garbage: r.Garbage) -> Record:
 
 def _check_subscriber_takes(garbage: r.Garbage, blobs: LocalBlobStore) -> None:
     """What the subscriber does with a package record before Spark: decode it (message, blob,
-    length, checksum, version, content rules) and, when that succeeds, fold the package into a
+    length, checksum, version, content rules) and, when that succeeds, merge the package into a
     change set and turn the upserted nodes into store rows. Every failure must be classified:
     permanent (recorded as REMOVED_FAILED at once) unless a retry can help, which for a record
     is only a well-formed reference to a blob that is not there (yet)."""
