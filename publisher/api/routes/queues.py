@@ -132,26 +132,21 @@ PAUSE_RESPONSES: dict[int | str, dict[str, str]] = {
     401: {"description": "Missing or invalid API token"},
     503: {"description": "Journal unreachable: no command sent, retry"},
 }
+PAUSE_ROUTE: dict[str, Any] = {
+    "dependencies": [Authorized],
+    "responses": PAUSE_RESPONSES,
+    "response_model": PauseResponse,
+}
 
 
-@router.post(
-    "/queues/{name}/pause",
-    dependencies=[Authorized],
-    responses=PAUSE_RESPONSES,
-    response_model=PauseResponse,
-)
+@router.post("/queues/{name}/pause", **PAUSE_ROUTE)
 def pause_queue(name: str, agent: AgentDep) -> ApiModel:
     """Pause the subscriber: it finishes the commit in progress and imports nothing more until
     resumed (sends one PauseCommand); its queue shows PAUSED once it announced it."""
     return PauseResponse.of(agent.pauser.pause(name, True))
 
 
-@router.post(
-    "/queues/{name}/resume",
-    dependencies=[Authorized],
-    responses=PAUSE_RESPONSES,
-    response_model=PauseResponse,
-)
+@router.post("/queues/{name}/resume", **PAUSE_ROUTE)
 def resume_queue(name: str, agent: AgentDep) -> ApiModel:
     """Resume a paused subscriber: it imports on from the package after its processed offset."""
     return PauseResponse.of(agent.pauser.pause(name, False))
