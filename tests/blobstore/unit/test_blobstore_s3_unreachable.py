@@ -15,6 +15,7 @@ import pytest
 from blobstore import BlobStoreSettings, BlobStoreUnavailable, open_blob_store
 from blobstore.settings import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_MAX_ATTEMPTS
 from tests.contract.blobstore_contract import EVERY_CALL
+from tests.services import free_port
 
 BUCKET = "unreachable-bucket"
 
@@ -48,10 +49,7 @@ def settings(endpoint: str, **overrides: Any) -> BlobStoreSettings:
 @pytest.fixture
 def closed_port() -> int:
     """A local TCP port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
+    return free_port()
 
 
 @pytest.fixture

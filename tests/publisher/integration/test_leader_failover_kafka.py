@@ -205,7 +205,7 @@ class Balancer:
             return next(self.turn) % len(self.publishers)
 
     def client(self, number: int) -> None:
-        with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5) as http:
+        with PublisherClient(token=TOKEN, timeout_s=5).http as http:
             for i in itertools.count():
                 if self.stop.is_set():
                     return
