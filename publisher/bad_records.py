@@ -18,6 +18,7 @@ from typing import Protocol, TypeVar
 from prometheus_client import Counter
 
 from journal.api import Record
+from runtime.errors import ScdError
 from runtime.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ SHOWN_CHARS = 40
 M = TypeVar("M")
 
 
-class BadRecord(ValueError):
+class BadRecord(ScdError, ValueError):
     """A decodable record whose fields are out of range: skipped, never retried."""
 
 

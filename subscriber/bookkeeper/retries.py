@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from journal.wire import messages as m
+from runtime.errors import PermanentError, ScdError
 from subscriber.bookkeeper.commands import Commands
 from subscriber.bookkeeper.failures import FailureReporter
 from subscriber.fleet.commit_slots import Stopped
@@ -49,13 +50,15 @@ class RetryPolicy:
         return self.max_retries >= 0 and failed_attempts > self.max_retries
 
 
-class AttemptFailed(Exception):
-    """An import attempt of the package at ``offset`` failed with ``cause``."""
+class AttemptFailed(ScdError):
+    """An import attempt of the package at ``offset`` failed with ``cause``: retriable unless
+    the cause is permanent, as the import loop retries it."""
 
     def __init__(self, offset: int, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.offset = offset
         self.cause = cause
+        self.retriable = not isinstance(cause, PermanentError)
 
 
 # (offset, pub agent, status or None, sequence number): commit a skip of the package at offset;

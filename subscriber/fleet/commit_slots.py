@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from runtime.errors import ScdError
+
 # A commit of a small store takes well under a second on an idle machine and 5-30 s on two
 # saturated cores (bench/README.md, a hundred subscribers); one that holds its slot longer is
 # taken as hung.
@@ -33,7 +35,7 @@ DEFAULT_STALLED_S = 60.0
 STOP_CHECK_S = 0.5
 
 
-class Stopped(Exception):
+class Stopped(ScdError):
     """The agent stopped while it waited for a slot: the work it waited for was not done."""
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, ScdError
 from subscriber.reads.delta_tree import TreeSnapshot
 from subscriber.reads.index import Reading, TreeIndex
 from subscriber.store.changes import ChangeSet
@@ -47,8 +47,10 @@ RETRY_S = 5.0
 T = TypeVar("T")
 
 
-class Unavailable(Exception):
-    """The model cannot answer now; ``reason`` says why."""
+class Unavailable(ScdError):
+    """The model cannot answer now; ``reason`` says why (asked again later, it may)."""
+
+    retriable = True
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

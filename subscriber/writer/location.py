@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from runtime.errors import ScdError
+
 # Hadoop's (and RFC 3986's) scheme: a letter, then letters, digits, + . -
 SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(.*)", re.DOTALL)
 # S3 bucket names (AWS's rules, as scd's blob store settings have them).
@@ -38,7 +40,7 @@ MAX_PATH_CHARS = 4096
 SINGLE_HOST_SETTING = "SCD_SUBSCRIBER_SINGLE_HOST_LEASE_DIR"
 
 
-class StorePathError(ValueError):
+class StorePathError(ScdError, ValueError):
     """The store path cannot name a store (the message says why, without the path)."""
 
 
