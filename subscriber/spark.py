@@ -43,8 +43,8 @@ SCHEDULER_POOLS = Path(__file__).with_name("spark_pools.xml")
 POOL_PROPERTY = "spark.scheduler.pool"
 MAINTENANCE_POOL = "maintenance"
 # An agent that is not ready yet: a new instance, out of service until it has caught up, gets
-# the next free core before the imports of the agents already serving (a joiner queued behind
-# a hundred agents' imports took 92 s to become ready, bench/README.md).
+# the next free core before the imports of the agents already serving (queued behind them, a
+# joiner in a hundred-agent daemon waits for all their imports before each of its own).
 STARTING_POOL = "catch_up"
 # The JDK logs each class it cannot archive (hundreds: generated, signed-jar and pre-Java-6
 # classes) and a warning when an archive does not match: neither is the user's concern.

@@ -5,8 +5,8 @@ replace, and the store commits that (``rewrites.commit``, an OPTIMIZE with ``dat
 
 Why not OPTIMIZE itself: it writes and commits in one call, so it must run in the store's
 process (on S3 only one process writes the table's log), where it competes with the imports for
-the CPU. On the million-node store, a compaction there made 20-98 packages of a 120 s stream at
-10 packages/s wait over twice their median (bench/README.md, ``paced``). A plan can be computed
+the CPU: on the million-node store, a compaction there made packages of a paced stream wait
+over twice their median. A plan can be computed
 by the fold worker, at the lowest CPU priority.
 """
 

@@ -3,18 +3,19 @@ folds and compactions (subscriber.maintenance.rewrites.plan and compaction.plan)
 their checkpoints and runs their VACUUMs (subscriber.maintenance.delta_table), so that
 the imports keep the cores.
 
-On one machine a fold's work (it reads, joins and rewrites files: seconds to minutes of one
-core) and the imports share the CPU, whatever Spark's scheduler pools say: with a fold running,
-the imports of a million-node store at 10 packages/s had a p99 of 3.25 times their p50 without it
-(bench/README.md, ``paced``). A thread cannot be given a lower priority of its own (a JVM's
-threads get none without root, and Spark's task threads serve imports and folds alike), a
-process can: this one runs at nice 19, so the kernel gives the imports' process the CPU first
-(an import's p50 rose 52% beside a busy process at nice 0, 14% beside one at nice 19). It
-writes the new files and hands back the actions (a RewritePlan); the store commits them under
-its lock, as the table's one writer (on S3, Delta's log must be written by one process). A
-checkpoint commits nothing: the worker writes it whole (the state of a committed version), and
-the store's next read of its log starts there. Nor does its VACUUM: it deletes files no
-version within the retention reads.
+On one machine a fold's work (it reads, joins and rewrites files: seconds to minutes of one core)
+and the imports share the CPU, whatever Spark's scheduler pools say: with a fold running in the
+store's process, the imports of a million-node store at 10 packages/s waited for it; with this
+worker their p99 stays about twice their p50 without maintenance
+(docs/benchmarks.md#subscriber_bigstore, ``paced``). A thread cannot be given a lower priority of
+its own (a JVM's threads get none without root, and Spark's task threads serve imports and folds
+alike), a process can: this one runs at nice 19, so the kernel gives the imports' process the CPU
+first (an import's p50 rose 52% beside a busy process at nice 0, 14% beside one at nice 19). It
+writes the new files and hands back the actions (a RewritePlan); the store commits them under its
+lock, as the table's one writer (on S3, Delta's log must be written by one process). A checkpoint
+commits nothing: the worker writes it whole (the state of a committed version), and the store's next
+read of its log starts there. Nor does its VACUUM: it deletes files no version within the retention
+reads.
 
 The worker is a child of the subscriber's process with a local Spark session (``local[1]``)
 made from the store's session's settings, sent on its standard input; the S3 credentials come
@@ -50,7 +51,8 @@ NICE = 19
 # A fold of 200 scopes on the million-node store took 12-44 s with the imports beside it; one
 # that takes this long is taken as hung (its files are left for VACUUM).
 DEFAULT_TIMEOUT_S = 1800.0
-# A worker exits after this long without a fold: its JVM holds about 1 GiB (bench/README.md),
+# A worker exits after this long without a fold: its JVM holds about 1 GiB
+# (docs/benchmarks.md#subscriber_bigstore),
 # and folds come minutes to hours apart; one that comes later starts a new worker (seconds of
 # CPU at the lowest priority).
 DEFAULT_IDLE_S = 120.0

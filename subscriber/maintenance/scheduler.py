@@ -26,8 +26,8 @@ checkpoint takes longer than the commits that make the next one due). The steps:
   rewritten about 1 / ``fold_growth`` times and at most that share of the table is replaced
   versions, whatever the table's size. A fixed number of scopes would instead rewrite the
   whole table every few minutes and keep a copy per fold for the retention (days). It reads
-  the whole table (12-44 s on a million-node store alone, minutes beside imports on a loaded
-  2-core machine: bench/README.md); it commits with
+  the whole table (about 12 s on a million-node store alone,
+  docs/benchmarks.md#subscriber_bigstore; longer beside imports); it commits with
   ``dataChange = false`` from the version it read, so the imports committed meanwhile do not
   fail it (subscriber.maintenance.rewrites; a MERGE failed beside every import, as the
   table is Serializable). One that fails is tried again after FOLD_RETRY_S;

@@ -22,8 +22,8 @@ STORE_SESSION_CONF = {
 # Settings of the session the maintenance steps run in (``maintenance_spark``), beside the
 # imports on the same driver: each of its stages runs as one task, so it holds one core at
 # most and an import's task takes the other (with the scheduler pools, subscriber/spark.py). In
-# parallel tasks, a fold on a million-node store raised an import's p50 from 0.4 s to 2 s on
-# 2 cores (bench/README.md, subscriber_bigstore.py paced).
+# parallel tasks, a fold on a million-node store took both cores of a 2-core machine and the
+# imports beside it waited for them.
 MAINTENANCE_SESSION_CONF = {
     "spark.sql.shuffle.partitions": "1",
     "spark.databricks.delta.snapshotPartitions": "1",

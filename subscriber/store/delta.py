@@ -65,8 +65,8 @@ from subscriber.writer.guard import WriterGuard
 log = logging.getLogger(__name__)
 
 # Delta writes a checkpoint in the committing thread every ``delta.checkpointInterval`` commits
-# (default 10), and every package behind it waits for it (on a 3,000-node store the commit that
-# checkpoints took 1.6 s against 0.2 s, and set the p99 of a paced stream: bench/README.md). The
+# (default 10), and every package behind it waits for it (the commit that checkpoints set the
+# p99 of a paced stream). The
 # maintenance thread checkpoints instead (``checkpoint``, every IDLE_CHECKPOINT_COMMITS commits);
 # Delta's own interval is only a backstop for a store whose maintenance cannot run. Tables the
 # store creates or finds without the property get it.
@@ -75,7 +75,7 @@ CHECKPOINT_PROPERTY = "delta.checkpointInterval"
 
 # The table is not partitioned: node rows and bookkeeping rows share files, told apart by the
 # ``kind`` column (and its file statistics). Partitioned by kind, every commit wrote a file per
-# kind it touched and replacing commits were slower (bench/README.md).
+# kind it touched and replacing commits were slower.
 
 # Below this many rows a commit is written by one task: one file instead of one per core, and
 # no task to schedule for an empty slice. Large batches keep the parallel write.
@@ -103,7 +103,7 @@ class DeltaStore:
         self._counts = threading.Lock()  # guards that count and ``state.scopes`` (_count)
         # Held by every commit of this process's imports and by a fold's commit: the two never
         # race for one version. A fold that lost the race to an import made it retry against the
-        # fold's commit, 1.4-2 s instead of 0.3 (bench/README.md, "Imports beside maintenance").
+        # fold's commit, several times an import's own commit time.
         # It tells the read model each commit's version (subscriber.store.commits).
         self.commit_lock = ObservedCommits(lambda: delta_table.latest_version(spark, location))
         self.guard = WriterGuard(spark, location)

@@ -8,7 +8,7 @@ with a commit that set the app id fails with a conflict (a claim came in between
 ``WriterDeposed``. Looking the id up makes Delta compute the full state of the snapshot the
 commit starts from (a Spark job over the log: it tripled a small append); so after each write a
 helper thread computes it for the version just written, which the next commit starts from when
-no one else committed meanwhile (bench/README.md, subscriber_writer_guard). A store used
+no one else committed meanwhile (docs/benchmarks.md#subscriber_writer_guard). A store used
 without a claim (tests, tools) writes no id.
 """
 
