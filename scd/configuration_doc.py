@@ -126,31 +126,34 @@ def render() -> str:
     parts = [INTRODUCTION.format(command=COMMAND, models=models)]
     parts.append("## Every setting\n")
     for model, title in SETTINGS_MODELS:
-        parts.append(f"### {title} (`{_prefix(model)}*`, {_module_path(model)})\n")
         rows = [
             _row(f"`{name}`", _type(field), _default(name, field), _description(name, field))
             for name, field in model_settings(model)
         ]
-        parts.append(_table(("variable", "type", "default", "meaning"), rows))
-    parts.append("## Read beside the settings models\n")
+        parts.append(
+            f"### {title} (`{_prefix(model)}*`, {_module_path(model)})\n"
+            + _table(("variable", "type", "default", "meaning"), rows)
+        )
     parts.append(
-        _table(
+        "## Read beside the settings models\n"
+        + _table(
             ("variable", "default", "meaning", "read by"),
             [_row(f"`{v.name}`", v.default, v.meaning, v.read_by) for v in OTHER_VARIABLES],
         )
     )
-    parts.append("## The deploy scripts\n")
+    rows = [
+        _row(source, ", ".join(f"`{n}`" for n in names), meaning)
+        for source, entries in script_variables()
+        for names, meaning in entries
+    ]
     parts.append(
+        "## The deploy scripts\n"
         "Read by the scripts of deploy/ (and the compose cluster's files), not by the daemons. "
         "Settings of the daemons themselves (`SCD_PUBLISHER_*`, `SCD_SUBSCRIBER_*`, "
-        "`SCD_JOURNAL_*`, `SCD_BLOB_*`) pass through them to the processes they start.\n"
+        "`SCD_JOURNAL_*`, `SCD_BLOB_*`) pass through them to the processes they start.\n\n"
+        + _table(("script", "variable", "meaning"), rows)
     )
-    for source, entries in script_variables():
-        parts.append(f"### {source}\n")
-        rows = [_row(", ".join(f"`{n}`" for n in names), meaning) for names, meaning in entries]
-        parts.append(_table(("variable", "meaning"), rows))
     for source, groups in env_example_variables():
-        parts.append(f"### {source} (the compose cluster, deploy/docker-compose.yml)\n")
         rows = [
             _row(
                 ", ".join(f"`{name}`" for name, _ in names),
@@ -159,7 +162,10 @@ def render() -> str:
             )
             for names, meaning in groups
         ]
-        parts.append(_table(("variable", "default", "meaning"), rows))
+        parts.append(
+            f"### {source} (the compose cluster, deploy/docker-compose.yml)\n"
+            + _table(("variable", "default", "meaning"), rows)
+        )
     return "\n".join(parts)
 
 

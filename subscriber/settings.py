@@ -179,7 +179,7 @@ class SubscriberSettings(ScdSettings):
         description="Compaction merges files below half this size into files of up to it. Larger "
         "files mean fewer of them, but a fold rewrites the whole file holding a "
         "version it deletes, and that copy stays on disk for the retention "
-        "(bench/README.md).",
+        "(docs/benchmarks.md#subscriber_longrun).",
     )
     maintenance_fold_growth: float = Field(
         default=0.5,
@@ -275,7 +275,7 @@ class SubscriberSettings(ScdSettings):
         "file modes and reads links through Java instead of starting a `chmod` or "
         "`readlink` process for each file (Hadoop does that when its native library "
         "is missing, as it is in pyspark): small commits take about a third less time "
-        "(bench/README.md).",
+        "(docs/benchmarks.md#subscriber_bigstore).",
     )
     spark_jars_installed: bool = Field(
         default=False,
@@ -299,7 +299,8 @@ class SubscriberSettings(ScdSettings):
         "(`spark.sql.codegen.wholeStage=false`, "
         "`spark.sql.codegen.factoryMode=NO_CODEGEN`): the store's jobs are many and "
         "small, and compiling cost more CPU than it saved (commits and folds of a "
-        "small store 15-40 % faster without, bench/README.md). Large one-off scans "
+        "small store took 18-40 % less time without, docs/benchmarks.md#engines). "
+        "Large one-off scans "
         "run faster with it.",
     )
     spark_class_archive: Path | None = Field(
@@ -319,7 +320,8 @@ class SubscriberSettings(ScdSettings):
         description="Heap of the local Spark JVM (spark.driver.memory, a JVM size such as 512m or "
         "2g; Spark needs 450m at least). The subscriber's memory is that heap plus "
         "~340 MiB the JVM needs besides it, plus ~125 MiB of Python: 512m keeps it "
-        "under 1 GiB, a million-node store included (bench/README.md).",
+        "under 1 GiB, a million-node store included "
+        "(docs/benchmarks.md#subscriber_bigstore).",
     )
     concurrent_commits: int | None = Field(
         default=None,
