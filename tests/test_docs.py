@@ -1,6 +1,7 @@
 """The documentation stays in step with the code: every relative link of README.md, docs/ and
 bench/README.md leads to a file (and heading) that exists, every ``SCD_*`` variable they name is
-read by a settings model or a script, and docs/configuration.md lists every setting."""
+read by a settings model or a script (tests/scd/test_configuration_doc.py checks that
+docs/configuration.md lists every setting)."""
 
 from __future__ import annotations
 
@@ -116,12 +117,5 @@ def test_documented_variables_exist() -> None:
     assert not unknown, "documented but read nowhere: " + ", ".join(sorted(unknown))
 
 
-def test_every_setting_is_in_the_configuration_reference() -> None:
-    reference = (REPO / "docs" / "configuration.md").read_text()
-    listed = set(re.findall(r"`(SCD_[A-Z0-9_]+)`", reference))
-    missing = all_setting_variables() - listed
-    assert not missing, "settings missing from docs/configuration.md: " + ", ".join(sorted(missing))
-
-
 def test_the_readme_fits_on_a_few_screens() -> None:
-    assert len((REPO / "README.md").read_text().splitlines()) <= 250
+    assert len((REPO / "README.md").read_text().splitlines()) <= 200
