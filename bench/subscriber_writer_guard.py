@@ -32,9 +32,9 @@ from bench.subscriber_import import local_session, machine_info
 from journal.content.package import ContentPackage, FilterRoot, Node
 from journal.wire import messages as m
 from runtime.stats import percentile
+from subscriber.errors import WriterDeposed
 from subscriber.store.changes import ChangeSet, Unit
 from subscriber.store.delta import DeltaStore
-from subscriber.writer.errors import WriterDeposed
 
 NODES_PER_PAGE = 4
 VARIANTS = ("unguarded", "guarded", "guarded_cold")

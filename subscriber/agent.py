@@ -41,7 +41,8 @@ from subscriber.bookkeeper.failures import FailureReporter
 from subscriber.bookkeeper.loop import ImportLoop
 from subscriber.bookkeeper.staging import CanaryStatuses, StagedImport
 from subscriber.bookkeeper.statuses import Bookkeeping
-from subscriber.fleet.commit_slots import CommitSlots, Stopped
+from subscriber.errors import Stopped
+from subscriber.fleet.commit_slots import CommitSlots
 from subscriber.hooks import ImportHook, ImportHooks
 from subscriber.hooks.loading import load_hooks
 from subscriber.http import CanaryWait, Health

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from blobstore.errors import BlobNotFound
 from journal.content.package import FILE_DATA, NODE_TYPE
-from runtime.errors import ScdError
+from subscriber.errors import (
+    BinaryCorrupt,
+    BinaryMissing,
+    BinaryUnreachable,
+    NodeNotFound,
+    PropertyNotFound,
+)
 from subscriber.store.rows import BinaryInfo, StoredNode
 
 if TYPE_CHECKING:
@@ -33,63 +39,6 @@ COPY_CHUNK_BYTES = 1024 * 1024
 INLINE = "<inline>"
 
 JsonValue = Any  # what json.dumps accepts; JSON is recursive and mypy cannot say it better
-
-
-class ContentError(ScdError):
-    """Reading or exporting the content store's tree failed."""
-
-
-class NodeNotFound(ContentError):
-    def __init__(self, path: str) -> None:
-        super().__init__(f"no node at {path!r} in the content store")
-        self.path = path
-
-
-class PropertyNotFound(ContentError):
-    def __init__(self, path: str, prop: str) -> None:
-        super().__init__(f"node {path!r} has no binary property {prop!r}")
-        self.path = path
-        self.prop = prop
-
-
-class BinaryMissing(ContentError):
-    """The blob a binary property refers to is not in the blob store."""
-
-    def __init__(self, path: str, prop: str, blob_key: str) -> None:
-        super().__init__(
-            f"binary {prop!r} of node {path!r}: blob {blob_key!r} is missing from the blob store"
-        )
-        self.path = path
-        self.prop = prop
-        self.blob_key = blob_key
-
-
-class BinaryUnreachable(ContentError):
-    """A binary is a blob-store reference but no blob store is configured (SCD_BLOB_*)."""
-
-    def __init__(self, path: str, prop: str, blob_key: str) -> None:
-        super().__init__(
-            f"{path}: property {prop} is stored in the blob store as {blob_key}, but no blob "
-            "store is configured (set SCD_BLOB_*)"
-        )
-
-
-class BinaryCorrupt(ContentError):
-    """A binary's bytes do not match the size or sha256 its reference records."""
-
-    def __init__(
-        self, path: str, prop: str, blob_key: str, what: str, expected: object, actual: object
-    ) -> None:
-        super().__init__(
-            f"binary {prop!r} of node {path!r} (blob {blob_key}): {what} mismatch, "
-            f"expected {expected}, got {actual}"
-        )
-        self.path = path
-        self.prop = prop
-        self.blob_key = blob_key
-        self.what = what
-        self.expected = expected
-        self.actual = actual
 
 
 class BlobSource(Protocol):

@@ -44,14 +44,13 @@ from journal.content.package import FILE_DATA, FILE_TYPE, FOLDER_TYPE, LAST_MODI
 from subscriber.content import (
     COPY_CHUNK_BYTES,
     BlobSource,
-    ContentError,
     JsonValue,
-    NodeNotFound,
     NodeSource,
     node_type,
     open_stored_binary,
     property_json,
 )
+from subscriber.errors import ExportError, NodeNotFound, UnsafeExportPath
 from subscriber.store.rows import BinaryInfo, StoredNode
 
 log = logging.getLogger(__name__)
@@ -66,18 +65,6 @@ MIME_PROPERTY = "jcr:mimeType"
 # web server or another user can read the export (temporary files start as 0600).
 EXPORTED_FILE_MODE = 0o644
 Progress = Callable[[int, int], None]  # (nodes done, nodes in total)
-
-
-class ExportError(ContentError):
-    """The tree cannot be written to the target directory as it is."""
-
-
-class UnsafeExportPath(ExportError):
-    """A node path that would land outside the target directory."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"refusing to export node {path!r}: {reason}")
-        self.path = path
 
 
 # ---------------------------------------------------------------------------- export plan

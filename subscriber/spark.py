@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from subscriber.errors import StorePathError
 from subscriber.settings import SubscriberSettings
-from subscriber.writer.location import S3Store, StorePathError, store_location
+from subscriber.writer.location import S3Store, store_location
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from blobstore.settings import BlobStoreSettings
-from runtime.errors import ScdError
+from subscriber.errors import TreeReadError
 from subscriber.store.rows import KIND_NODE, KIND_SCOPE, BinaryInfo, StoredNode
 
 # The columns a node is read from (subscriber.store.rows.SCHEMA).
@@ -36,10 +36,6 @@ ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 REASON_CHARS = 500
 # memoryview formats of integers by their width in bytes.
 INT_FORMATS: dict[int, Literal["b", "h", "i", "q"]] = {1: "b", 2: "h", 4: "i", 8: "q"}
-
-
-class TreeReadError(ScdError):
-    """The store's table cannot be read (missing, unreadable, or of a protocol delta-rs lacks)."""
 
 
 def _reason(exc: BaseException) -> str:

@@ -15,17 +15,8 @@ from journal.content import rules
 from journal.content.filevault import FILEVAULT_PACKAGE_TYPE, Unmodelled, decode_filevault
 from journal.content.package import ContentPackage, checksum, decode_package
 from journal.wire.messages import PackageMessage
-from runtime.errors import DecodeError, PermanentError, ScdError
-
-
-class PackageUnavailable(ScdError):
-    """The package's blob could not be read now (store down, blob missing): retry may help."""
-
-    retriable = True
-
-
-class CorruptPackage(PermanentError):
-    """The package bytes are wrong (checksum, length, undecodable, unknown version)."""
+from runtime.errors import DecodeError
+from subscriber.errors import CorruptPackage, PackageUnavailable
 
 
 def package_bytes(message: PackageMessage, blobs: BlobStore | None) -> bytes:

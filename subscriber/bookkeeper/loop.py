@@ -53,12 +53,13 @@ from subscriber.bookkeeper.counters import AgentCounters
 from subscriber.bookkeeper.decoding import Decoded, RecordDecoder
 from subscriber.bookkeeper.failures import FailureReporter
 from subscriber.bookkeeper.resume import resume_offset
-from subscriber.bookkeeper.retries import AttemptFailed, Retries, RetryPolicy
+from subscriber.bookkeeper.retries import Retries, RetryPolicy
 from subscriber.bookkeeper.sequences import SequenceCheck
 from subscriber.bookkeeper.staging import StagedImport
 from subscriber.bookkeeper.statuses import Bookkeeping
 from subscriber.bookkeeper.triage import Triage
-from subscriber.fleet.commit_slots import CommitSlots, Stopped
+from subscriber.errors import AttemptFailed, Stopped, WriterDeposed
+from subscriber.fleet.commit_slots import CommitSlots
 from subscriber.hooks import HookPackage, ImportHooks, ImportResult
 from subscriber.maintenance.scheduler import Maintenance
 from subscriber.metrics import SubscriberMetrics
@@ -66,7 +67,6 @@ from subscriber.readiness import Readiness
 from subscriber.settings import SubscriberSettings
 from subscriber.store.base import Store
 from subscriber.store.changes import ChangeSet, Unit
-from subscriber.writer.errors import WriterDeposed
 from subscriber.writer.role import WriterRole
 
 log = logging.getLogger(__name__)

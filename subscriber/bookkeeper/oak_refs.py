@@ -32,14 +32,9 @@ from blobstore.oak import OakDataStore, OakReference, file_path, s3_key
 from journal.content.filevault.layout import FOREIGN_REF_KEY
 from journal.content.package import BlobRef, ContentPackage, Value
 from runtime.errors import PermanentError
-from subscriber.bookkeeper.fetch import CorruptPackage, PackageUnavailable
+from subscriber.errors import BadBinaryReference, CorruptPackage, PackageUnavailable
 
 READ_CHUNK_BYTES = 1024 * 1024
-
-
-class BadBinaryReference(PermanentError):
-    """A binary reference of the package can never resolve: malformed, or not signed by the
-    configured data store's reference key."""
 
 
 def _refs(value: Value) -> Iterator[BlobRef]:

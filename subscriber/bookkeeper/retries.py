@@ -17,13 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from journal.wire import messages as m
-from runtime.errors import PermanentError, ScdError
 from subscriber.bookkeeper.commands import Commands
 from subscriber.bookkeeper.failures import FailureReporter
-from subscriber.fleet.commit_slots import Stopped
+from subscriber.errors import AttemptFailed, Stopped, WriterDeposed
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness
-from subscriber.writer.errors import WriterDeposed
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +46,6 @@ class RetryPolicy:
     def gives_up(self, failed_attempts: int) -> bool:
         """True once the package has used all its attempts (max_retries + 1 in total)."""
         return self.max_retries >= 0 and failed_attempts > self.max_retries
-
-
-class AttemptFailed(ScdError):
-    """An import attempt of the package at ``offset`` failed with ``cause``: retriable unless
-    the cause is permanent, as the import loop retries it."""
-
-    def __init__(self, offset: int, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.offset = offset
-        self.cause = cause
-        self.retriable = not isinstance(cause, PermanentError)
 
 
 # (offset, pub agent, status or None, sequence number): commit a skip of the package at offset;

@@ -33,8 +33,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from runtime.errors import ConfigError
+from subscriber.errors import StorePathError
 from subscriber.settings import SubscriberSettings
-from subscriber.writer.location import ForeignStore, S3Store, StorePathError, store_location
+from subscriber.writer.location import ForeignStore, S3Store, store_location
 
 # A file listing a hundred agents with a few overrides each is about 20 KB: 1 MiB is far
 # beyond any real one and bounds what a hostile file costs to parse.

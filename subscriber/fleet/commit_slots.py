@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from runtime.errors import ScdError
+from subscriber.errors import Stopped
 
 # A commit of a small store takes well under a second on an idle machine and 5-30 s on two
 # saturated cores (bench/README.md, a hundred subscribers); one that holds its slot longer is
@@ -33,10 +33,6 @@ from runtime.errors import ScdError
 DEFAULT_STALLED_S = 60.0
 # How soon a waiter notices its agent's stop event (an Event cannot wake a Condition).
 STOP_CHECK_S = 0.5
-
-
-class Stopped(ScdError):
-    """The agent stopped while it waited for a slot: the work it waited for was not done."""
 
 
 class CommitSlots:

@@ -17,6 +17,7 @@ from typing import Literal, Protocol, runtime_checkable
 from journal.content.package import ContentPackage
 from journal.wire import messages as m
 from runtime.errors import PermanentError, ScdError
+from subscriber.errors import PermanentHookFailure, TransientHookFailure
 
 ENTRY_POINT_GROUP = "scd.import_hooks"
 
@@ -72,16 +73,6 @@ class ImportHook(Protocol):
         the hook skips it). Raising never undoes nor repeats the import: the failure is
         logged, counted and reported."""
         return None
-
-
-class TransientHookFailure(ScdError):
-    """A hook failed for a reason a retry may mend (its cause is chained)."""
-
-    retriable = True
-
-
-class PermanentHookFailure(PermanentError):
-    """A hook refused the package for good: no retry can import it."""
 
 
 def hook_failure(name: str, phase: Phase, cause: Exception) -> ScdError:

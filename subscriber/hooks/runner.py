@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from runtime.errors import PermanentError, ScdError
+from subscriber.errors import HookTimeout
 from subscriber.hooks.base import HookPackage, ImportHook, ImportResult, Phase, hook_failure
 from subscriber.hooks.metrics import HookMetrics
 from subscriber.metrics import SubscriberMetrics
@@ -28,12 +29,6 @@ from subscriber.metrics import SubscriberMetrics
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 30.0
-
-
-class HookTimeout(ScdError):
-    """A hook call did not return in time (a transient failure: a retry may find it answering)."""
-
-    retriable = True
 
 
 class _Call:

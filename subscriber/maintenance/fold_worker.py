@@ -41,8 +41,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import IO, Any, overload
 
-from runtime.errors import ScdError
-from subscriber.maintenance.rewrites import COMPACT, FOLD, RewriteConflict, RewritePlan
+from subscriber.errors import FoldWorkerError, RewriteConflict
+from subscriber.maintenance.rewrites import COMPACT, FOLD, RewritePlan
 from subscriber.store.base import StepOutcome
 
 log = logging.getLogger(__name__)
@@ -92,13 +92,6 @@ WORKER_COMMAND = (
     "-c",
     "from subscriber.maintenance.fold_worker import main; main()",
 )
-
-
-class FoldWorkerError(ScdError):
-    """The worker died, hung or answered nonsense: the fold failed, a retry may succeed (with
-    a new worker)."""
-
-    retriable = True
 
 
 class _IdleExit(FoldWorkerError):

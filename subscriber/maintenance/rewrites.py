@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.clock import now_ms
-from runtime.errors import ScdError
+from subscriber.errors import RewriteConflict
 from subscriber.store.base import StepOutcome
 from subscriber.store.current_tree import folded_rows_sql
 from subscriber.store.rows import KIND_SCOPE
@@ -257,15 +257,6 @@ def _oldest_scopes(table: Any, max_scopes: int) -> list[_Scope]:
         oldest = [r for r in oldest if r["offset"] < last]
         oldest += scopes.where(f"offset = {last}").collect()
     return [_Scope(int(r[0]), str(r[1]), r[2] == "deep", file_name(r[3])) for r in oldest]
-
-
-class RewriteConflict(ScdError, RuntimeError):
-    """A commit that landed while a fold or compaction ran removed a file it replaces, or
-    changed the table's schema or protocol: the step is dropped (the maintenance step fails) and
-    runs again when next due. Delta raises its ConcurrentDeleteDeleteException for the same
-    case."""
-
-    retriable = True
 
 
 # Actions of a commit after the plan's version that invalidate the files it wrote.

@@ -60,10 +60,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from subscriber.errors import WriterDeposed
 from subscriber.metrics import SubscriberMetrics
 from subscriber.settings import SubscriberSettings
 from subscriber.store.base import StepOutcome, Store
-from subscriber.writer.errors import WriterDeposed
 
 log = logging.getLogger(__name__)
 

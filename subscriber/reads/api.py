@@ -39,10 +39,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from blobstore.api import BlobStore
 from journal.content import rules
 from journal.content.package import FILE_DATA
-from subscriber.content import ContentError, open_stored_binary
+from subscriber.content import open_stored_binary
+from subscriber.errors import ContentError, Unavailable, Unsatisfiable
 from subscriber.reads import binaries, documents
 from subscriber.reads.documents import OFFSET_HEADER, VERSION_HEADER
-from subscriber.reads.model import Answer, ReadModel, Unavailable
+from subscriber.reads.model import Answer, ReadModel
 from subscriber.store.rows import BinaryInfo, StoredNode
 
 log = logging.getLogger(__name__)
@@ -247,7 +248,7 @@ class ReadApi:
                 return Response(status_code=304, headers=headers)
         try:
             wanted = binaries.byte_range(request.headers.get("range"), size)
-        except binaries.Unsatisfiable as exc:
+        except Unsatisfiable as exc:
             headers["Content-Range"] = f"bytes */{size}"
             return _error(416, f"range not satisfiable: {exc}", headers)
         status = 200

@@ -16,15 +16,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from runtime.errors import ScdError
+from subscriber.errors import Unsatisfiable
 
 # Bytes read and sent at a time: what a slow reader holds of the process's memory.
 STREAM_CHUNK = 64 * 1024
 _RANGE = re.compile(r"bytes=(\d{0,19})-(\d{0,19})")
-
-
-class Unsatisfiable(ScdError, ValueError):
-    """A range that starts past the binary's end (416)."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ from urllib.parse import quote
 import httpx
 
 from blobstore.errors import BlobNotFound
-from subscriber.content import COPY_CHUNK_BYTES, ContentError, JsonValue
+from subscriber.content import COPY_CHUNK_BYTES, JsonValue
+from subscriber.errors import ReadApiError
 from subscriber.reads.documents import OFFSET_HEADER
 from subscriber.store.rows import BinaryInfo, StoredNode
 
@@ -37,10 +38,6 @@ ANSWER_DEADLINE_S = 120.0
 MAX_ERROR_BYTES = 64 * 1024
 # A page of /tree: the API's largest (subscriber.reads.documents.MAX_NODES).
 PAGE_NODES = 1000
-
-
-class ReadApiError(ContentError):
-    """The read API refused a read or could not be reached."""
 
 
 def _scalar(value: JsonValue) -> tuple[str, str]:

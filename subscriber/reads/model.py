@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from runtime.errors import ConfigError, ScdError
+from runtime.errors import ConfigError
+from subscriber.errors import Unavailable
 from subscriber.reads.delta_tree import TreeSnapshot
 from subscriber.reads.index import Reading, TreeIndex
 from subscriber.store.changes import ChangeSet
@@ -45,16 +46,6 @@ CHECK_S = 0.05
 RETRY_S = 5.0
 
 T = TypeVar("T")
-
-
-class Unavailable(ScdError):
-    """The model cannot answer now; ``reason`` says why (asked again later, it may)."""
-
-    retriable = True
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from runtime.clock import now_ms
+from subscriber.errors import WriterDeposed
 from subscriber.maintenance import compaction, delta_table, rewrites
 from subscriber.maintenance.fold_worker import FoldWorker
 from subscriber.maintenance.sessions import MAINTENANCE_SESSION_CONF, STORE_SESSION_CONF
@@ -59,7 +60,6 @@ from subscriber.store.rows import (
     rows_selected,
     scope_row,
 )
-from subscriber.writer.errors import WriterDeposed
 from subscriber.writer.guard import WriterGuard
 
 log = logging.getLogger(__name__)

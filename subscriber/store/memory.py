@@ -16,11 +16,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field, replace
 
+from subscriber.errors import WriterDeposed
 from subscriber.store.base import FileStats, PendingStatus, StepOutcome, StoreState
 from subscriber.store.changes import ChangeSet, status_name
 from subscriber.store.commits import ObservedCommits
 from subscriber.store.rows import StoredNode, stored_node
-from subscriber.writer.errors import WriterDeposed
 from subscriber.writer.lease import LeaseRecord
 
 

@@ -7,9 +7,9 @@ stepped down), :class:`WriterGuard` (the Delta store refuses a deposed writer's 
 :class:`WriterDeposed`.
 """
 
-from subscriber.writer.errors import WriterDeposed
+from subscriber.errors import LeaseError, WriterDeposed
 from subscriber.writer.guard import WriterGuard
-from subscriber.writer.lease import LeaseError, LeaseRecord, WriterLease, lease_object
+from subscriber.writer.lease import LeaseRecord, WriterLease, lease_object
 from subscriber.writer.role import Role, WriterRole
 
 __all__ = [

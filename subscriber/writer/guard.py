@@ -18,7 +18,7 @@ import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from subscriber.writer.errors import WriterDeposed
+from subscriber.errors import WriterDeposed
 
 log = logging.getLogger(__name__)
 

@@ -49,13 +49,13 @@ from typing import TYPE_CHECKING, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from blobstore.settings import BlobStoreSettings
-from runtime.errors import ConfigError, ScdError
+from runtime.errors import ConfigError
+from subscriber.errors import LeaseError, NotALease, StorePathError
 from subscriber.writer.location import (
     ForeignStore,
     LocalStore,
     S3Store,
     StoreLocation,
-    StorePathError,
     refusal,
     store_location,
 )
@@ -72,18 +72,6 @@ LEASE_NAME = "lease.json"
 LEASE_S3_ATTEMPTS = 2
 # A lease object larger than this is not ours: refused instead of parsed.
 MAX_LEASE_BYTES = 4096
-
-
-class LeaseError(ScdError):
-    """The lease object cannot be read or written: a retry may help."""
-
-    retriable = True
-
-
-class NotALease(LeaseError):
-    """The lease object holds no writer lease: reading it again finds the same bytes."""
-
-    retriable = False
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.errors import ScdError
+from subscriber.errors import StorePathError
 
 # Hadoop's (and RFC 3986's) scheme: a letter, then letters, digits, + . -
 SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(.*)", re.DOTALL)
@@ -38,10 +38,6 @@ S3_SCHEMES = ("s3a", "s3")
 # Longest store path accepted: S3 keys end at 1024 bytes, file paths at 4096.
 MAX_PATH_CHARS = 4096
 SINGLE_HOST_SETTING = "SCD_SUBSCRIBER_SINGLE_HOST_LEASE_DIR"
-
-
-class StorePathError(ScdError, ValueError):
-    """The store path cannot name a store (the message says why, without the path)."""
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,9 @@ import logging
 import threading
 from enum import StrEnum
 
+from subscriber.errors import LeaseError
 from subscriber.metrics import SubscriberMetrics
-from subscriber.writer.lease import LeaseError, WriterLease
+from subscriber.writer.lease import WriterLease
 
 log = logging.getLogger(__name__)
 

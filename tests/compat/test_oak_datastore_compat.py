@@ -23,7 +23,8 @@ from journal.content.filevault import decode_filevault, encode_filevault
 from journal.content.filevault.layout import FOREIGN_REF_KEY
 from journal.content.package import ContentPackage
 from journal.wire.journal_pb2 import ReqType
-from subscriber.bookkeeper.oak_refs import BadBinaryReference, resolve_references
+from subscriber.bookkeeper.oak_refs import resolve_references
+from subscriber.errors import BadBinaryReference
 
 HERE = Path(__file__).parent
 # Up to Oak's minimum record length (4096 bytes) a binary is inlined in its blob id, has no

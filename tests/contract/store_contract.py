@@ -15,8 +15,8 @@ from typing import Protocol
 import pytest
 
 from journal.wire.messages import Status
+from subscriber.errors import WriterDeposed
 from subscriber.store.base import Store
-from subscriber.writer.errors import WriterDeposed
 from tests.subscriber.packages import add, delete, new_change_set, node
 
 

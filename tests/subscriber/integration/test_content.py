@@ -33,25 +33,16 @@ from journal.content.package import (
 )
 from publisher.distribute import content_source
 from publisher.distribute.content_source import DirectoryContentSource
-from subscriber.content import (
-    COPY_CHUNK_BYTES,
+from subscriber.content import COPY_CHUNK_BYTES, list_tree, open_binary, read_node
+from subscriber.errors import (
     BinaryCorrupt,
     BinaryMissing,
+    ExportError,
     NodeNotFound,
     PropertyNotFound,
-    list_tree,
-    open_binary,
-    read_node,
-)
-from subscriber.export import (
-    MIME_PROPERTY,
-    SIDECAR_SUFFIX,
-    ExportError,
     UnsafeExportPath,
-    export_tree,
-    plan_export,
-    target_path,
 )
+from subscriber.export import MIME_PROPERTY, SIDECAR_SUFFIX, export_tree, plan_export, target_path
 from subscriber.store.delta import DeltaStore
 from subscriber.store.rows import BinaryInfo, StoredNode, node_row
 from tests.blobstore.reading import read_blob

@@ -12,6 +12,7 @@ from urllib.parse import unquote
 import pytest
 
 from journal.wire.messages import Status
+from subscriber.errors import WriterDeposed
 from subscriber.store.current_tree import current_nodes_sql
 from subscriber.store.delta import (
     CHECKPOINT_INTERVAL,
@@ -19,7 +20,6 @@ from subscriber.store.delta import (
     DeltaStore,
 )
 from subscriber.store.rows import SCHEMA, node_row, rows_frame
-from subscriber.writer.errors import WriterDeposed
 from tests.subscriber.harness import committed_offsets, last_checkpoint, stored_paths
 from tests.subscriber.packages import add, delete, new_change_set, node
 
@@ -310,8 +310,8 @@ def test_a_fold_whose_files_another_commit_removed_is_dropped(
     the fold, and the table keeps the compaction's content, nothing twice."""
     from delta.tables import DeltaTable
 
+    from subscriber.errors import RewriteConflict
     from subscriber.maintenance import compaction, delta_table, rewrites
-    from subscriber.maintenance.rewrites import RewriteConflict
 
     store = DeltaStore(spark, str(tmp_path / "store"))
     store.open()
@@ -350,8 +350,8 @@ def test_a_fold_checks_the_commits_that_landed_while_it_was_planned(
     the store has one, not in the store's process): a compaction that lands while the fold is
     computed fails the fold's plan, and the fold's commit checks only the commits after the
     version the plan checked up to."""
+    from subscriber.errors import RewriteConflict
     from subscriber.maintenance import compaction, delta_table, rewrites
-    from subscriber.maintenance.rewrites import RewriteConflict
 
     store = DeltaStore(spark, str(tmp_path / "store"))
     store.open()

@@ -13,7 +13,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from runtime.supervisor import THREAD_RESTARTS, Backoff, Supervisor
-from subscriber.fleet.commit_slots import CommitSlots, Stopped
+from subscriber.errors import Stopped
+from subscriber.fleet.commit_slots import CommitSlots
 from subscriber.fleet.view import AgentsView
 from subscriber.http import Health, HealthServer
 from subscriber.metrics import SubscriberMetrics

@@ -10,7 +10,8 @@ import threading
 
 import pytest
 
-from subscriber.fleet.commit_slots import CommitSlots, Stopped
+from subscriber.errors import Stopped
+from subscriber.fleet.commit_slots import CommitSlots
 from tests.waiting import wait_for
 
 WAIT_S = 10.0

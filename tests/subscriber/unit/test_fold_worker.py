@@ -19,13 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from subscriber.maintenance.fold_worker import (
-    MAX_LINE_BYTES,
-    WORKER_COMMAND,
-    FoldWorker,
-    FoldWorkerError,
-)
-from subscriber.maintenance.rewrites import RewriteConflict, RewritePlan
+from subscriber.errors import FoldWorkerError, RewriteConflict
+from subscriber.maintenance.fold_worker import MAX_LINE_BYTES, WORKER_COMMAND, FoldWorker
+from subscriber.maintenance.rewrites import RewritePlan
 from subscriber.store.base import StepOutcome
 from tests.waiting import wait_for
 

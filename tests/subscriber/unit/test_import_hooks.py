@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from journal.wire import messages as m
 from runtime.errors import ConfigError, PermanentError, ScdError
 from subscriber.agent import SubscriberAgent
+from subscriber.errors import HookTimeout, PermanentHookFailure, TransientHookFailure
 from subscriber.hooks import (
     ENTRY_POINT_GROUP,
     HookPackage,
@@ -24,9 +25,7 @@ from subscriber.hooks import (
     base,
     loading,
 )
-from subscriber.hooks.base import PermanentHookFailure, TransientHookFailure
 from subscriber.hooks.invalidation import InvalidationHook
-from subscriber.hooks.runner import HookTimeout
 from subscriber.metrics import SubscriberMetrics
 from subscriber.settings import SubscriberSettings
 from subscriber.store.memory import MemoryStore

@@ -36,9 +36,9 @@ from journal.wire import messages as m
 from runtime.errors import ConfigError, PermanentError
 from subscriber.agent import SubscriberAgent
 from subscriber.bookkeeper.decoding import RecordDecoder
-from subscriber.bookkeeper.fetch import CorruptPackage, PackageUnavailable
-from subscriber.bookkeeper.oak_refs import BadBinaryReference, resolve_references
+from subscriber.bookkeeper.oak_refs import resolve_references
 from subscriber.content import open_binary
+from subscriber.errors import BadBinaryReference, CorruptPackage, PackageUnavailable
 from subscriber.store.memory import MemoryStore
 from tests.subscriber import harness as h
 from tests.subscriber.harness import Env

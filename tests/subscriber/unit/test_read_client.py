@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from subscriber.content import property_json
+from subscriber.errors import ReadApiError
 from subscriber.reads import client
-from subscriber.reads.client import ReadApiError, ReadApiSource, stored_node
+from subscriber.reads.client import ReadApiSource, stored_node
 
 PROPERTIES: dict[str, Any] = {
     "title": "a, b {c}",

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from journal.wire import messages as m
 from runtime.errors import ConfigError
-from subscriber.reads.model import ReadModel, Unavailable
+from subscriber.errors import Unavailable
+from subscriber.reads.model import ReadModel
 from subscriber.reads.sources import read_model
 from subscriber.settings import SubscriberSettings
 from subscriber.store.changes import ChangeSet, Unit

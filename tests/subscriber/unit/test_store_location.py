@@ -15,6 +15,7 @@ from pydantic import SecretStr
 
 from blobstore.settings import BlobStoreSettings
 from runtime.errors import ConfigError
+from subscriber.errors import StorePathError
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_config
 from subscriber.writer.lease import (
@@ -23,13 +24,7 @@ from subscriber.writer.lease import (
     lease_object,
     lease_place,
 )
-from subscriber.writer.location import (
-    ForeignStore,
-    LocalStore,
-    S3Store,
-    StorePathError,
-    store_location,
-)
+from subscriber.writer.location import ForeignStore, LocalStore, S3Store, store_location
 
 S3 = BlobStoreSettings(
     backend="s3",

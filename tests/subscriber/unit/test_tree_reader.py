@@ -10,10 +10,10 @@ import pytest
 from pydantic import SecretStr
 
 from blobstore.settings import BlobStoreSettings
+from subscriber.errors import TreeReadError
 from subscriber.tree_reader import (
     CoverIndex,
     Scopes,
-    TreeReadError,
     open_tree,
     paths_predicate,
     places,

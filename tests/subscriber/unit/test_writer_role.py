@@ -14,15 +14,9 @@ from botocore.stub import Stubber
 from journal.wire import messages as m
 from runtime.errors import ScdError
 from subscriber.agent import SubscriberAgent
+from subscriber.errors import LeaseError, WriterDeposed
 from subscriber.store.memory import MemoryLease, MemoryStore
-from subscriber.writer.errors import WriterDeposed
-from subscriber.writer.lease import (
-    LeaseError,
-    LeaseRecord,
-    LocalLeaseObject,
-    S3LeaseObject,
-    WriterLease,
-)
+from subscriber.writer.lease import LeaseRecord, LocalLeaseObject, S3LeaseObject, WriterLease
 from tests.subscriber.harness import Env
 from tests.subscriber.packages import node, package
 
