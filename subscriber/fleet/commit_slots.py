@@ -1,19 +1,18 @@
 """How many agents of one daemon open or commit their stores at once, and which goes first.
 
-The agents of a daemon share its cores (one Spark driver, one Python process). A store's open
-or commit is mostly CPU on the driver (building the rows, Delta's write and commit), which
-Spark's scheduler pools do not order: with fifty agents committing at once each commit took
-50-110 s on 2 cores, and a new agent's start (its claim, its open, its first import) was one
-of fifty, ready only when the whole fleet had drained (bench/README.md, a hundred
-subscribers). The slots let ``capacity`` (about one per core) run at a time; the others wait,
-an agent that is not ready yet (subscriber.readiness: at start, or added by SIGHUP) ahead of
-those that serve, otherwise in the order they came. An agent waits at most for the commits
-ahead of it: none of them waits on another agent. One agent's store that hangs (an S3 server
-that stopped answering) must not stop the others (its commit is bounded by the store's
-timeouts, minutes on s3a): a holder that has held its slot for ``stalled_s`` no longer counts
-against the capacity, and the next waiter goes. An agent that stops while it waits gives up
-its place (``Stopped``): the work it waited for is not done, and its records are read again
-from the store's offset when it runs again, so a leaving agent never waits for the fleet.
+The agents of a daemon share its cores (one Spark driver, one Python process). A store's open or
+commit is mostly CPU on the driver (building the rows, Delta's write and commit), which Spark's
+scheduler pools do not order: with fifty agents committing at once on 2 cores each commit took the
+time of fifty, and a new agent's start (its claim, its open, its first import) was one of fifty,
+ready only when the whole fleet had drained. The slots let ``capacity`` (about one per core) run at
+a time; the others wait, an agent that is not ready yet (subscriber.readiness: at start, or added by
+SIGHUP) ahead of those that serve, otherwise in the order they came. An agent waits at most for the
+commits ahead of it: none of them waits on another agent. One agent's store that hangs (an S3 server
+that stopped answering) must not stop the others (its commit is bounded by the store's timeouts,
+minutes on s3a): a holder that has held its slot for ``stalled_s`` no longer counts against the
+capacity, and the next waiter goes. An agent that stops while it waits gives up its place
+(``Stopped``): the work it waited for is not done, and its records are read again from the store's
+offset when it runs again, so a leaving agent never waits for the fleet.
 """
 
 from __future__ import annotations
@@ -27,9 +26,9 @@ from contextlib import contextmanager
 
 from subscriber.errors import Stopped
 
-# A commit of a small store takes well under a second on an idle machine and 5-30 s on two
-# saturated cores (bench/README.md, a hundred subscribers); one that holds its slot longer is
-# taken as hung.
+# A commit of a small store takes well under a second on an idle machine
+# (docs/benchmarks.md#subscriber_longrun) and many times that on saturated cores; one that
+# holds its slot longer is taken as hung.
 DEFAULT_STALLED_S = 60.0
 # How soon a waiter notices its agent's stop event (an Event cannot wake a Condition).
 STOP_CHECK_S = 0.5

@@ -108,8 +108,8 @@ def plan(spark: Any, location: str, max_scopes: int) -> RewritePlan:
         # Cached first, the rows to delete have a known size: when it is below Spark's broadcast
         # threshold, the joins below broadcast them and each is one scan of one task. As a
         # sort-merge join, the two scans ran at once on both of local[2]'s task slots, and an
-        # import's task waited seconds for one (bench/README.md, the million-node store). The
-        # count of its scopes is the action that fills the cache.
+        # import's task waited for one to finish (the million-node store). The count of its
+        # scopes is the action that fills the cache.
         scopes_folded = folded.where(f"kind = '{KIND_SCOPE}'").count()
         located = rows.select("*", func.col("_metadata.file_path").alias(_FILE))
         holding = located.join(folded, keys, "left_semi").select(_FILE).distinct()
