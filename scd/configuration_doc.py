@@ -94,11 +94,8 @@ Every daemon reads typed settings (pydantic) from environment variables, over an
 file (`scd --config scd.toml ...`, one table per prefix below). An invalid or unknown setting (a
 misspelled `SCD_SUBSCRIBER_BATCH_MAXX` too) stops the start with a message naming the variable.
 Nested settings use `__` (`SCD_JOURNAL_SECURITY__PROTOCOL`); a subscriber takes the journal and
-the blob store from `SCD_JOURNAL_*` and `SCD_BLOB_*` like the publisher.
-
-| prefix | TOML table | model |
-|---|---|---|
-{models}
+the blob store from `SCD_JOURNAL_*` and `SCD_BLOB_*` like the publisher. Each section below names
+its prefix, its TOML table and its model.
 
 ```toml
 # scd.toml
@@ -119,11 +116,7 @@ max_retries = 5
 
 def render() -> str:
     """The text of docs/configuration.md."""
-    models = "\n".join(
-        f"| `{_prefix(model)}` | `[{model.config_section}]` | {_module_path(model)} |"
-        for model, _ in SETTINGS_MODELS
-    )
-    parts = [INTRODUCTION.format(command=COMMAND, models=models)]
+    parts = [INTRODUCTION.format(command=COMMAND)]
     parts.append("## Every setting\n")
     for model, title in SETTINGS_MODELS:
         rows = [
@@ -131,8 +124,8 @@ def render() -> str:
             for name, field in model_settings(model)
         ]
         parts.append(
-            f"### {title} (`{_prefix(model)}*`, {_module_path(model)})\n"
-            + _table(("variable", "type", "default", "meaning"), rows)
+            f"### {title} (`{_prefix(model)}*`, `[{model.config_section}]`, "
+            f"{_module_path(model)})\n" + _table(("variable", "type", "default", "meaning"), rows)
         )
     parts.append(
         "## Read beside the settings models\n"
