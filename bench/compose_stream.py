@@ -39,7 +39,8 @@ from typing import Any
 import boto3
 import httpx
 
-from publisher.client import PublisherClient, PublisherRefused
+from publisher.client import PublisherClient
+from publisher.errors import PublisherRefused
 from runtime.stats import percentile
 from tests import services
 from tests.cluster_script import ClusterScript, group_members

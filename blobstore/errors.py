@@ -6,7 +6,7 @@ retrying, a wrong password or a missing object is not.
 
 from __future__ import annotations
 
-from runtime.errors import ScdError
+from runtime.errors import PermanentError, ScdError
 
 
 class BlobStoreError(ScdError):
@@ -60,3 +60,11 @@ class BlobLengthMismatch(BlobStoreError):
         super().__init__(f"stream ended after {received} bytes, {expected} bytes were announced")
         self.expected = expected
         self.received = received
+
+
+class MalformedReference(PermanentError):
+    """The text is no Oak data store reference (``<hex identifier>:<hex hmac>``)."""
+
+
+class ForgedReference(PermanentError):
+    """The reference's HMAC does not match the configured reference key."""

@@ -37,8 +37,9 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from blobstore.errors import ForgedReference, MalformedReference
 from runtime.config import ScdSettings
-from runtime.errors import ConfigError, PermanentError
+from runtime.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +53,6 @@ _HEX = re.compile(r"[0-9a-f]+")
 # Bounds of a configured reference key (a FileDataStore makes 256 random bytes).
 MIN_KEY_BYTES = 16
 MAX_KEY_BYTES = 4096
-
-
-class MalformedReference(PermanentError):
-    """The text is no Oak data store reference (``<hex identifier>:<hex hmac>``)."""
-
-
-class ForgedReference(PermanentError):
-    """The reference's HMAC does not match the configured reference key."""
 
 
 @dataclass(frozen=True)

@@ -46,3 +46,35 @@ class UnknownMessageType(DecodeError):
 class ForeignWireFormat(UnknownMessageType):
     """A record of the other wire format (protobuf on a sling-json deployment, or the reverse):
     skipped like an unknown type, never decoded as this one."""
+
+
+class UnsupportedPackageVersion(DecodeError):
+    """A content package uses a format version this version cannot read."""
+
+
+class NotWriter(JournalUnavailable):
+    """This instance may not write the agent's numbered records now (another one does): a
+    retry, through the instance that writes, helps."""
+
+
+class SignatureError(DecodeError):
+    """A record's signature is missing, malformed, by an unknown key, or wrong. Permanent: the
+    same record never verifies later. Messages name the key id, never key material."""
+
+    retriable = False
+
+
+class UnsignedRecord(SignatureError):
+    """The record carries no signature while signatures are required."""
+
+
+class BadSignature(SignatureError):
+    """The signature headers are malformed, or the signature does not match the record."""
+
+
+class UnknownSigningKey(SignatureError):
+    """The record is signed with a key id that is not (or no longer) accepted."""
+
+    def __init__(self, key_id: str) -> None:
+        super().__init__(f"record signed with unknown key {key_id!r}")
+        self.key_id = key_id

@@ -57,9 +57,9 @@ from dataclasses import dataclass, field
 from google.protobuf.message import Message
 
 from journal.api import FencedWriter, Journal, OutgoingRecord, Position
-from journal.errors import Fenced, JournalError, JournalUnavailable
+from journal.errors import Fenced, JournalError, JournalUnavailable, NotWriter, SignatureError
 from journal.wire.messages import TYPE_HEADER, CommandMessage, PackageMessage, decode, type_name
-from journal.wire.signing import RecordVerifier, SignatureError
+from journal.wire.signing import RecordVerifier
 from runtime.errors import DecodeError
 
 log = logging.getLogger(__name__)
@@ -171,11 +171,6 @@ def _scan(
                     continue
                 best = number if best is None else max(best, number)
     return best
-
-
-class NotWriter(JournalUnavailable):
-    """This instance may not write the agent's numbered records now (another one does): a
-    retry, through the instance that writes, helps."""
 
 
 @dataclass

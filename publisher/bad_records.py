@@ -18,7 +18,7 @@ from typing import Protocol, TypeVar
 from prometheus_client import Counter
 
 from journal.api import Record
-from runtime.errors import ScdError
+from publisher.errors import BadRecord
 from runtime.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -32,10 +32,6 @@ MAX_OFFSET = 2**63 - 1
 SHOWN_CHARS = 40
 
 M = TypeVar("M")
-
-
-class BadRecord(ScdError, ValueError):
-    """A decodable record whose fields are out of range: skipped, never retried."""
 
 
 class EnumType(Protocol):

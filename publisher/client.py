@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import httpx
 
-from runtime.errors import ScdError
+from publisher.errors import PublisherRefused, PublisherUnreachable
 
 # A distribute returns once the package is on the log; the journal's send timeout (30 s)
 # bounds that, plus time to build and spill a large package.
@@ -25,19 +25,6 @@ QUEUES_PAGE = 1000
 
 ClearMode = Literal["head", "first", "upTo", "all"]
 QueueCommand = Literal["pause", "resume"]
-
-
-class PublisherUnreachable(ScdError):
-    retriable = True
-
-
-class PublisherRefused(ScdError):
-    """The publisher answered with an HTTP error status."""
-
-    def __init__(self, method: str, path: str, status_code: int, detail: str) -> None:
-        super().__init__(f"{method} {path}: HTTP {status_code}: {detail}")
-        self.status_code = status_code
-        self.detail = detail
 
 
 class PublisherClient:

@@ -34,8 +34,9 @@ from journal.errors import Fenced, JournalError
 from journal.failure_events import is_failure_event
 from journal.wire.headers import TYPE_HEADER
 from journal.wire.sling_json import event_fields, event_record
-from publisher.bad_records import BadRecord, BadRecords, check_offset
+from publisher.bad_records import BadRecords, check_offset
 from publisher.discovery import DiscoveryView
+from publisher.errors import BadRecord
 from publisher.metrics import PublisherMetrics
 from publisher.queues.cache import QueueCache
 from publisher.queues.entries import Entry

@@ -44,3 +44,20 @@ class CacheFetchTimeout(PublisherError):
     """An older range of the package topic could not be fetched in time."""
 
     retriable = True
+
+
+class BadRecord(ScdError, ValueError):
+    """A decodable record whose fields are out of range: skipped, never retried."""
+
+
+class PublisherUnreachable(ScdError):
+    retriable = True
+
+
+class PublisherRefused(ScdError):
+    """The publisher answered with an HTTP error status."""
+
+    def __init__(self, method: str, path: str, status_code: int, detail: str) -> None:
+        super().__init__(f"{method} {path}: HTTP {status_code}: {detail}")
+        self.status_code = status_code
+        self.detail = detail

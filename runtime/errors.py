@@ -24,3 +24,7 @@ class ConfigError(ScdError):
 
 class DecodeError(PermanentError):
     """Bytes could not be decoded into a known message or package."""
+
+
+class ServerError(ScdError):
+    """The HTTP server could not start (typically: the port is taken)."""

@@ -17,7 +17,7 @@ from typing import Any, Self
 
 import uvicorn
 
-from runtime.errors import ScdError
+from runtime.errors import ServerError
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +32,6 @@ STARTUP_TIMEOUT_S = 10.0
 STARTUP_POLL_S = 0.01
 # Requests in flight get this long to finish on stop(); probes answer in milliseconds.
 SHUTDOWN_GRACE_S = 5.0
-
-
-class ServerError(ScdError):
-    """The HTTP server could not start (typically: the port is taken)."""
 
 
 class AppServer:

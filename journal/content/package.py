@@ -13,6 +13,7 @@ import zlib
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
+from journal.errors import UnsupportedPackageVersion
 from journal.wire.package_pb2 import (
     Binary,
     BlobRef,
@@ -23,11 +24,6 @@ from journal.wire.package_pb2 import (
     Value,
 )
 from runtime.errors import DecodeError
-
-
-class UnsupportedPackageVersion(DecodeError):
-    """A content package uses a format version this version cannot read."""
-
 
 __all__ = [
     "FILE_DATA",

@@ -36,8 +36,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 from pydantic import SecretStr
 
+from journal.errors import BadSignature, UnknownSigningKey, UnsignedRecord
 from journal.wire.headers import EXT_HEADER, MESSAGE_TYPE_HEADER, TYPE_HEADER, VERSION_HEADER
-from runtime.errors import ConfigError, DecodeError
+from runtime.errors import ConfigError
 
 SIG_KEY_HEADER = "sig-key"
 SIG_HEADER = "sig"
@@ -56,29 +57,6 @@ BASE64_PREFIX = "base64:"
 # Largest PEM key file read: an Ed25519 key in PEM is about 120 bytes; anything much larger is
 # not a key, and reading it whole is pointless.
 MAX_KEY_FILE_BYTES = 64 * 1024
-
-
-class SignatureError(DecodeError):
-    """A record's signature is missing, malformed, by an unknown key, or wrong. Permanent: the
-    same record never verifies later. Messages name the key id, never key material."""
-
-    retriable = False
-
-
-class UnsignedRecord(SignatureError):
-    """The record carries no signature while signatures are required."""
-
-
-class BadSignature(SignatureError):
-    """The signature headers are malformed, or the signature does not match the record."""
-
-
-class UnknownSigningKey(SignatureError):
-    """The record is signed with a key id that is not (or no longer) accepted."""
-
-    def __init__(self, key_id: str) -> None:
-        super().__init__(f"record signed with unknown key {key_id!r}")
-        self.key_id = key_id
 
 
 def valid_key_id(key_id: str) -> bool:

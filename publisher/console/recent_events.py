@@ -20,8 +20,9 @@ from journal import failure_events
 from journal.api import Journal, Position, Record
 from journal.errors import JournalError
 from journal.failure_events import FailureEvent
-from publisher.bad_records import BadRecord, BadRecords
+from publisher.bad_records import BadRecords
 from publisher.distributed_events import distributed_event
+from publisher.errors import BadRecord
 from runtime.errors import DecodeError
 
 log = logging.getLogger(__name__)

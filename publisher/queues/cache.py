@@ -27,14 +27,8 @@ from journal.api import Consumer, Journal, Position, Record
 from journal.content.rules import DEFAULT_LIMITS
 from journal.errors import JournalError, UnknownMessageType
 from journal.wire.messages import PackageMessage, ReqType, decode
-from publisher.bad_records import (
-    BadRecord,
-    BadRecords,
-    check_count,
-    check_enum,
-    check_name,
-)
-from publisher.errors import CacheFetchTimeout
+from publisher.bad_records import BadRecords, check_count, check_enum, check_name
+from publisher.errors import BadRecord, CacheFetchTimeout
 from publisher.metrics import PublisherMetrics
 from publisher.queues.entries import Entry, EntrySegment
 from publisher.settings import DEFAULT_POLL_TIMEOUT_S

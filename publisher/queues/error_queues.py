@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 
 from journal.api import Record
 from journal.wire.messages import LogMessage, PackageStatusMessage, Status
-from publisher.bad_records import BadRecord, check_count, check_enum, check_name, check_offset
+from publisher.bad_records import check_count, check_enum, check_name, check_offset
+from publisher.errors import BadRecord
 from publisher.metrics import PublisherMetrics
 from publisher.settings import DEFAULT_MAX_SUBSCRIBERS
 from runtime.ratelog import RateLimitedLog

@@ -31,10 +31,10 @@ import threading
 from collections.abc import Callable, Sequence
 
 from journal.api import Journal, Record
-from journal.errors import JournalError
+from journal.errors import JournalError, SignatureError
 from journal.sequence import highest_sequence
 from journal.wire import messages as m
-from journal.wire.signing import RecordVerifier, SignatureError
+from journal.wire.signing import RecordVerifier
 from subscriber.metrics import SubscriberMetrics
 from subscriber.store.base import Store
 

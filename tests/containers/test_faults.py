@@ -31,7 +31,8 @@ from typing import Any
 
 import pytest
 
-from publisher.client import PublisherClient, PublisherUnreachable
+from publisher.client import PublisherClient
+from publisher.errors import PublisherUnreachable
 from subscriber.store.delta import DeltaStore
 from tests.containers import checks
 from tests.containers.compose import (

@@ -6,10 +6,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from journal.api import Position, TopicSpec
+from journal.errors import BadSignature
 from journal.kafka.journal import KafkaJournal
 from journal.messaging import MessageSender
 from journal.wire import messages as m
-from journal.wire.signing import SIG_KEY_HEADER, BadSignature, RecordSigner, RecordVerifier
+from journal.wire.signing import SIG_KEY_HEADER, RecordSigner, RecordVerifier
 from tests.services import KafkaService
 
 pytestmark = pytest.mark.integration

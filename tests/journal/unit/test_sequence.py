@@ -14,8 +14,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from journal.api import FencedWriter, OutgoingRecord, Position, TopicSpec
-from journal.errors import Fenced, JournalUnavailable
-from journal.sequence import Encoder, NotWriter, Sequencer, highest_sequence, record_sequence
+from journal.errors import Fenced, JournalUnavailable, NotWriter
+from journal.sequence import Encoder, Sequencer, highest_sequence, record_sequence
 from journal.sqlite.journal import SqliteJournal
 from journal.wire import messages as m
 from journal.wire.signing import RecordSigner

@@ -15,18 +15,15 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from pydantic import SecretStr, ValidationError
 
 from journal.api import Position, TopicSpec
+from journal.errors import BadSignature, SignatureError, UnknownSigningKey, UnsignedRecord
 from journal.messaging import MessageSender
 from journal.sqlite.journal import SqliteJournal
 from journal.wire import messages as m
 from journal.wire.signing import (
     SIG_HEADER,
     SIG_KEY_HEADER,
-    BadSignature,
     RecordSigner,
     RecordVerifier,
-    SignatureError,
-    UnknownSigningKey,
-    UnsignedRecord,
     load_private_key,
     parse_key_list,
     signer_from_settings,

@@ -34,7 +34,8 @@ from journal.kafka.journal import ACK_MARGIN_S, KafkaJournal
 from journal.wire import messages as m
 from publisher.agent import PublisherAgent
 from publisher.api import create_app
-from publisher.client import PublisherClient, PublisherRefused
+from publisher.client import PublisherClient
+from publisher.errors import PublisherRefused
 from tests import services
 from tests.publisher.conftest import AUTH, publisher_settings
 from tests.publisher.integration.conftest import blob_settings_for, journal_settings_for

@@ -25,9 +25,9 @@ from journal.wire.messages import (
     SubscriberState,
 )
 from publisher.agent import PublisherAgent
-from publisher.bad_records import BadRecord
 from publisher.discovery import DiscoveryView
 from publisher.distributed_events import EVENT_TYPE, _event_offset
+from publisher.errors import BadRecord
 from publisher.metrics import PublisherMetrics
 from publisher.queues.cache import QueueCache
 from publisher.queues.entries import EntrySegment

@@ -22,9 +22,9 @@ from journal.wire.messages import (
     SubscriberConfiguration,
     SubscriberState,
 )
-from publisher.bad_records import BadRecord
 from publisher.discovery import DiscoveryView, Subscriber
 from publisher.distributed_events import DistributedEvents
+from publisher.errors import BadRecord
 from publisher.metrics import PublisherMetrics
 from publisher.queues.cache import QueueCache
 from publisher.queues.error_queues import ErrorQueues

@@ -12,9 +12,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
 
 from journal.api import Position, Record
+from journal.errors import UnsignedRecord
 from journal.sqlite.journal import SqliteJournal
 from journal.wire import messages as m
-from journal.wire.signing import SIG_HEADER, SIG_KEY_HEADER, RecordVerifier, UnsignedRecord
+from journal.wire.signing import SIG_HEADER, SIG_KEY_HEADER, RecordVerifier
 from publisher.api import create_app
 from tests.publisher.conftest import AUTH, AgentFactory
 from tests.publisher.unit.test_queues_api import TOPICS, subscriber, wait_queue

@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from journal.api import Record
 from journal.sqlite.journal import SqliteJournal
 from journal.wire.messages import DiscoveryMessage, SubscriberConfiguration
-from publisher.bad_records import BadRecord
 from publisher.discovery import MAX_CANARIES, DiscoveryView
+from publisher.errors import BadRecord
 from tests.publisher.unit.test_queues_api import distribute, subscriber, wait_queue
 
 

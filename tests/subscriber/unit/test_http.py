@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 import subscriber.http
-from runtime.http_server import ServerError
+from runtime.errors import ServerError
 from subscriber.http import Health, HealthServer
 from subscriber.metrics import SubscriberMetrics
 

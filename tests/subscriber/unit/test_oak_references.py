@@ -16,11 +16,10 @@ import pytest
 from pydantic import ValidationError
 
 from blobstore.content_addressed import content_key
+from blobstore.errors import ForgedReference, MalformedReference
 from blobstore.local import LocalBlobStore
 from blobstore.oak import (
     MAX_REFERENCE_CHARS,
-    ForgedReference,
-    MalformedReference,
     OakDataStore,
     OakDataStoreSettings,
     file_path,
