@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import abc
 import logging
+import sys
 import threading
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,6 +36,10 @@ class Election:
 
 
 Listener = Callable[[bool], None]
+
+# A change of role runs in the thread that keeps the member in the election: one that takes
+# longer than this is logged with where it waits, since meanwhile no other member can lead.
+SLOW_ROLE_CHANGE_S = 10.0
 
 
 class Leadership(abc.ABC):
@@ -72,8 +78,25 @@ class Leadership(abc.ABC):
                 return
             self._leader = leader
             log.info("%s leadership (%s)", "took" if leader else "gave up", self.thread_name)
-            if self._listener is not None:
+            if self._listener is None:
+                return
+            watchdog = threading.Timer(
+                SLOW_ROLE_CHANGE_S, _report_slow, (self.thread_name, threading.get_ident())
+            )
+            watchdog.daemon = True
+            watchdog.start()
+            try:
                 self._listener(leader)
+            finally:
+                watchdog.cancel()
 
     @abc.abstractmethod
     def _run(self) -> None: ...
+
+
+def _report_slow(name: str, ident: int) -> None:
+    frame = sys._current_frames().get(ident)
+    where = "".join(traceback.format_stack(frame)) if frame is not None else "(thread gone)"
+    log.warning(
+        "%s: a change of role has taken over %s s, at:\n%s", name, SLOW_ROLE_CHANGE_S, where
+    )

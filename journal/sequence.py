@@ -224,6 +224,10 @@ class Sequencer:
         self._writer: FencedWriter | None = None
         self._last: int | None = None  # the last number given; None: open and read the log
         self._queued: list[_Queued] = []
+        # reset() counts up without a lock; numbers continue only from a writer opened in the
+        # current count (an opening under way when reset() came is opened again).
+        self._resets = 0
+        self._opened_at = 0
 
     @property
     def last(self) -> int | None:
@@ -231,9 +235,10 @@ class Sequencer:
 
     def reset(self) -> None:
         """Open the writer and read the log again before the next number (this instance
-        became, or stopped being, the one that writes). Waits for no batch."""
-        with self._lock:
-            self._last = None
+        became, or stopped being, the one that writes). Waits for nothing, not even a writer
+        being opened against an unresponsive journal: the leader election calls it from the
+        thread that keeps this instance in the election."""
+        self._resets += 1
 
     def close(self) -> None:
         with self._write_lock, self._lock:
@@ -256,7 +261,7 @@ class Sequencer:
     def _number(self, encode: Encoder, key: bytes | None, deadline: float) -> _Queued:
         while True:
             with self._locked(self._lock, deadline):
-                if self._last is not None:
+                if self._last is not None and self._opened_at == self._resets:
                     number = self._last + 1
                     value, headers = encode(number)
                     queued = _Queued(number, OutgoingRecord(value, key, headers))
@@ -264,12 +269,13 @@ class Sequencer:
                     self._last = number
                     return queued
             with self._locked(self._write_lock, deadline), self._locked(self._lock, deadline):
-                if self._last is None:
+                if self._last is None or self._opened_at != self._resets:
                     self._open()
 
     def _open(self) -> None:
         """A new writer (fencing and settling every earlier one), then the tail read (under
         both locks)."""
+        resets = self._resets
         # Records numbered before a reset() would continue numbers the new writer reads again.
         stale, self._queued = self._queued, []
         for q in stale:
@@ -277,8 +283,10 @@ class Sequencer:
         if not self.may_write():
             raise NotWriter(f"{self.topic}: another instance of {self.agent} writes its records")
         self._close_writer()
+        self._last = None
         self._writer = self.journal.fenced_writer(self.fence_id)
         self._last = self._resume()
+        self._opened_at = resets
 
     def _write(self, queued: _Queued, deadline: float) -> None:
         """Write every record queued so far as one batch, unless an earlier batch took

@@ -336,3 +336,43 @@ def test_commands_are_numbered_across_partitions(journal: SqliteJournal) -> None
 def numbered(command: m.CommandMessage, number: int) -> tuple[bytes, dict[str, str]]:
     command.sequence = number
     return m.encode(command)
+
+
+class HangingOpenJournal(SqliteJournal):
+    """Opening a fenced writer waits until ``release`` is set, as against a hung broker."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.opening = threading.Event()
+        self.release = threading.Event()
+
+    def fenced_writer(self, fence_id: str) -> FencedWriter:
+        self.opening.set()
+        assert self.release.wait(WAIT_S), "the test never released the opening"
+        return super().fenced_writer(fence_id)
+
+
+def test_a_reset_never_waits_for_a_writer_being_opened(tmp_path: Path) -> None:
+    """The leader election resets the sequencer from the thread that keeps the instance in
+    the election: waiting there for an opening against a hung journal kept a deposed leader
+    out of the election for minutes, and no instance led. The opening under way when the
+    reset came is not used: the next number opens again, and asks again whether it may."""
+    with HangingOpenJournal(tmp_path / "hanging.db") as hanging:
+        hanging.create_topics([TopicSpec(TOPIC)])
+        leads = threading.Event()
+        leads.set()
+        sequencer = Sequencer(hanging, TOPIC, "pub", may_write=leads.is_set)
+        with ThreadPoolExecutor(1) as pool:
+            sending = pool.submit(numbers, sequencer, 1)
+            assert hanging.opening.wait(WAIT_S)
+            leads.clear()  # deposed while its writer opens
+            started = time.monotonic()
+            sequencer.reset()
+            assert time.monotonic() - started < 0.5
+            hanging.release.set()
+            with pytest.raises(NotWriter):
+                sending.result(WAIT_S)
+        assert logged_numbers(hanging) == []
+        leads.set()
+        sequencer.reset()
+        assert numbers(sequencer, 2) == [1, 2]
