@@ -296,8 +296,11 @@ class Sequencer:
                 if not queued.done.is_set():
                     self._write_queued()
         except JournalUnavailable as exc:
-            if not queued.done.is_set():
-                self._withdraw(queued, exc)
+            if not self._withdraw(queued, exc):
+                # Another thread's batch took it along and is being written: only that write
+                # knows whether it lands, and it settles every record it took, within the
+                # journal's send timeout. A refusal now could be a record on the log.
+                queued.done.wait()
 
     def _write_queued(self) -> None:
         """Under ``_write_lock``: one batch of everything queued."""
@@ -323,17 +326,21 @@ class Sequencer:
         for q, offset in zip(batch, offsets, strict=True):
             q.settle(offset, None)
 
-    def _withdraw(self, queued: _Queued, error: JournalUnavailable) -> None:
+    def _withdraw(self, queued: _Queued, error: JournalUnavailable) -> bool:
         """``queued`` gave up waiting for the batch ahead: it and the records behind it leave
-        the queue (numbered after it), and the next number is read from the log again."""
+        the queue (numbered after it), and the next number is read from the log again. False
+        when it is in a batch being written, which settles it."""
         with self._lock:
             if queued.done.is_set():
-                return
+                return True
+            if queued not in self._queued:
+                return False
             index = self._queued.index(queued)
             withdrawn, self._queued = self._queued[index:], self._queued[:index]
             self._last = None
         for q in withdrawn:
             q.settle(None, error)
+        return True
 
     def _close_writer(self) -> None:
         writer, self._writer = self._writer, None

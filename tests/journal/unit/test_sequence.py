@@ -252,6 +252,28 @@ def test_the_wait_for_the_batch_ahead_is_bounded(gated: GatedJournal) -> None:
     assert [g.size for g in gated.gates] == [1, 1]
 
 
+def test_a_record_taken_into_a_batch_being_written_waits_for_that_write(
+    gated: GatedJournal,
+) -> None:
+    """Two records wait behind a batch; the first to get the writer takes both along, and the
+    other's wait runs out while that batch is written: it waits for the write, which decides
+    whether it landed, instead of being refused (it may be on the log) or failing (500)."""
+    sequencer = Sequencer(gated, TOPIC, "pub", wait_s=0.6)
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(numbers, sequencer, 1)
+        gated.started(1)
+        behind = [pool.submit(numbers, sequencer, 1) for _ in range(2)]
+        time.sleep(0.1)  # both numbered and waiting for the writer
+        gated.gates[0].land()
+        gated.started(2)
+        time.sleep(1.0)  # past the wait of the one left behind
+        gated.gates[1].land()
+        assert first.result(WAIT_S) == [1]
+        assert sorted(f.result(WAIT_S)[0] for f in behind) == [2, 3]
+    assert [g.size for g in gated.gates] == [1, 2]
+    assert logged_numbers(gated) == [1, 2, 3]
+
+
 def test_a_fenced_instance_lands_nothing_and_numbers_stay_unique(journal: SqliteJournal) -> None:
     first, second = Sequencer(journal, TOPIC, "pub"), Sequencer(journal, TOPIC, "pub")
     assert numbers(first, 2) == [1, 2]
