@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,28 +21,18 @@ from journal.content.filevault.values import format_date
 from journal.content.filevault.workspace_filter import FilterSet, Rule
 from journal.content.package import ContentPackage, Value
 from journal.wire.journal_pb2 import ReqType
+from tests.compat.jvm import build_classpath, needs_jvm
 
 HERE = Path(__file__).parent
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("java") is None or shutil.which("mvn") is None,
-    reason="java and mvn not installed: FileVault's classes run in a JVM that Maven builds",
-)
+pytestmark = needs_jvm("FileVault's")
 
 _Json = dict[str, Any]
 
 
 @pytest.fixture(scope="module")
 def classpath() -> str:
-    built = subprocess.run(
-        ["bash", str(HERE / "build.sh"), str(HERE / "filevault")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert built.returncode == 0, built.stderr
-    return built.stdout.strip()
+    return build_classpath(["bash", str(HERE / "build.sh"), str(HERE / "filevault")])
 
 
 def run_filevault(classpath: str, mode: str, zip_path: Path, spec: _Json | None = None) -> Any:

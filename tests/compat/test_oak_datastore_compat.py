@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,16 +24,14 @@ from journal.content.package import ContentPackage
 from journal.wire.journal_pb2 import ReqType
 from subscriber.bookkeeper.oak_refs import resolve_references
 from subscriber.errors import BadBinaryReference
+from tests.compat.jvm import build_classpath, needs_jvm
 
 HERE = Path(__file__).parent
 # Up to Oak's minimum record length (4096 bytes) a binary is inlined in its blob id, has no
 # reference, and FileVault puts its bytes in the package; above it is a data store record.
 SIZES = [10, 4096, 4097, 70_000, 3 * 1024 * 1024 + 7]
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("java") is None or shutil.which("mvn") is None,
-    reason="java and mvn not installed: Oak's classes run in a JVM that Maven builds",
-)
+pytestmark = needs_jvm("Oak's")
 
 
 # A segment store keeps a binary below 16512 bytes in its segments: only larger ones reach the
@@ -44,15 +41,7 @@ REPOSITORY_SIZES = [10, 16_511, 16_512, 70_000, 3 * 1024 * 1024 + 7]
 
 @pytest.fixture(scope="module")
 def classpath() -> str:
-    built = subprocess.run(
-        ["bash", str(HERE / "build.sh"), str(HERE / "oak")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert built.returncode == 0, built.stderr
-    return built.stdout.strip()
+    return build_classpath(["bash", str(HERE / "build.sh"), str(HERE / "oak")])
 
 
 def _run(classpath: str, main: str, directory: Path, sizes: list[int]) -> dict[str, Any]:

@@ -6,7 +6,6 @@ Sling's side: tests/compat/sling_json (SlingJson.java, built once by its build.s
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,22 +18,16 @@ from journal.failure_events import FAILURE_EVENT_TYPE
 from journal.wire import messages as m
 from journal.wire.headers import EXT_HEADER, MESSAGE_TYPE_HEADER, set_wire_format
 from journal.wire.sling_json import DISTRIBUTED_TYPE, event_fields, event_record
+from tests.compat.jvm import build_classpath, needs_jvm
 
 BUILD = Path(__file__).parent / "sling_json" / "build.sh"
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("java") is None or shutil.which("mvn") is None,
-    reason="java and mvn not installed: Sling's classes run in a JVM that Maven builds",
-)
+pytestmark = needs_jvm("Sling's")
 
 
 @pytest.fixture(scope="module")
 def classpath() -> str:
-    built = subprocess.run(
-        ["bash", str(BUILD)], capture_output=True, text=True, timeout=600, check=False
-    )
-    assert built.returncode == 0, built.stderr
-    return built.stdout.strip()
+    return build_classpath(["bash", str(BUILD)])
 
 
 def run_sling(classpath: str, mode: str, lines: list[dict[str, Any]] | None = None) -> list[Any]:
