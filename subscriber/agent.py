@@ -56,6 +56,7 @@ from subscriber.readiness import Readiness, ReadinessRules, supervised_check
 from subscriber.reads.model import ReadModel
 from subscriber.reads.sources import read_model
 from subscriber.settings import SubscriberSettings
+from subscriber.start_report import StartReport
 from subscriber.store.base import Store
 from subscriber.writer.lease import WriterLease
 from subscriber.writer.role import WriterRole
@@ -76,6 +77,7 @@ class SubscriberAgent:
         start_offset: int | None = None,
         commit_slots: CommitSlots | None = None,
         oak: OakDataStore | None = None,
+        start_report: StartReport | None = None,
     ) -> None:
         """``store``: the product's is ``DeltaStore(spark, settings.store_path)``; ``lease``:
         the store's writer lease (subscriber.writer.role; None: the only writer, unchecked);
@@ -84,9 +86,12 @@ class SubscriberAgent:
         ``hooks``: the import hooks by name, in order (None: the configured ones);
         ``commit_slots``: shared by the daemon's agents (None: this agent's alone);
         ``oak``: the Oak data store a FileVault package's binary references resolve in
-        (subscriber.bookkeeper.oak_refs; None: they are imported unresolved)."""
+        (subscriber.bookkeeper.oak_refs; None: they are imported unresolved);
+        ``start_report``: this agent's start milestones, the daemon's with them (None: this
+        process's, from the agent's own phases on)."""
         hooks = load_hooks(settings) if hooks is None else hooks  # a bad name stops it here
         self.settings = settings
+        self.start_report = start_report if start_report is not None else StartReport()
         self.journal = journal
         self.blobs = blobs
         self.topics = settings.journal.topics
@@ -95,6 +100,7 @@ class SubscriberAgent:
         self.hooks = ImportHooks(hooks, self.metrics, settings.import_hook_timeout_s)
         self.readiness = Readiness(
             ReadinessRules(
+                caught_up=settings.ready_caught_up,
                 idle_s=settings.ready_idle_s,
                 max_message_age_s=settings.ready_max_message_age_s,
                 max_retries=settings.ready_max_retries,
@@ -179,6 +185,7 @@ class SubscriberAgent:
             self.hooks,
             self.staging,
             commit_slots,
+            self.start_report,
         )
         self._command_poller: MessagePoller | None = None
         self._statuses: MessagePoller | None = None
@@ -315,7 +322,18 @@ class SubscriberAgent:
             holds_position=self.holds_position,
             start_offset=self.loop.gaps.start_offset,
             canary_wait=self._canary_wait(),
+            start=self._start_phases(),
         )
+
+    def _start_phases(self) -> dict[str, float]:
+        """subscriber.start_report's milestones, readiness's and the read model's with them."""
+        ready_at = self.readiness.ready_at
+        if ready_at is not None:
+            self.start_report.mark("caught_up", ready_at)
+        serving = self.reads.serving_since if self.reads is not None else None
+        if serving is not None and ready_at is not None:
+            self.start_report.mark("reads", max(serving, ready_at))
+        return self.start_report.phases()
 
     def _canary_wait(self) -> CanaryWait | None:
         waiting = self.staging.waiting if self.staging is not None else None
@@ -346,7 +364,11 @@ class SubscriberAgent:
         behind = self.loop.gaps.reason() or self.loop.sequences.reason()
         if behind is not None:
             return False, behind
-        return supervised_check(self.readiness.check, self.supervisor)()
+        ready, reason = supervised_check(self.readiness.check, self.supervisor)()
+        refused = self.reads.refusal() if ready and self.reads is not None else None
+        if refused is not None:  # caught up, but no content read is answered yet
+            return False, f"not ready: {refused}"
+        return ready, reason
 
     def announce(self) -> None:
         self.announcer.announce()

@@ -39,6 +39,7 @@ from subscriber.maintenance.fold_worker import FoldWorker
 from subscriber.reads.api import ReadApi
 from subscriber.settings import SubscriberSettings
 from subscriber.spark import spark_session
+from subscriber.start_report import StartReport
 from subscriber.store.delta import DeltaStore
 from subscriber.writer.lease import WriterLease, lease_object, lease_place, new_owner
 
@@ -93,6 +94,8 @@ def _check_lease(one: SubscriberSettings) -> None:
 
 def run(settings: SubscriberSettings) -> int:
     """Run the agents of ``settings`` (one, or those of its agents file) until a signal."""
+    report = StartReport()
+    report.mark("process")
     stop, reload = _signals()
     each = agent_settings(settings)  # a bad agents file stops the start here
     for one in each:  # so does an unknown import hook, before Kafka and Spark are waited for
@@ -112,6 +115,7 @@ def run(settings: SubscriberSettings) -> int:
         starts = _start_positions(journal, each, stop)
         if starts is None:
             return 0
+        report.mark("journal")
         # One Spark driver for every agent; each agent gets its own session (per-session
         # commit settings, subscriber.store.delta) on the shared JVM.
         spark = spark_session(
@@ -120,6 +124,7 @@ def run(settings: SubscriberSettings) -> int:
             stores=[s.store_path for s in each],
         )
         stack.callback(spark.stop)
+        report.mark("spark")
         blobs = None
         if settings.blobstore is not None:
             blobs = stack.enter_context(open_blob_store(settings.blobstore))
@@ -142,6 +147,7 @@ def run(settings: SubscriberSettings) -> int:
                 start_offset=start,
                 commit_slots=slots,
                 oak=oak,
+                start_report=report.child(),
             )
 
         agents = [make_agent(one, starts[one.agent_name]) for one in each]

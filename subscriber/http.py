@@ -62,6 +62,8 @@ class Health(BaseModel):
     holds_position: bool = False
     start_offset: int | None = None  # where a new store starts (reset, fixed at process start)
     canary_wait: CanaryWait | None = None  # a staged subscriber's wait, while it waits
+    # Seconds from the process's start to each start milestone (subscriber.start_report).
+    start: dict[str, float] = {}
 
 
 class ReadyAnswer(BaseModel):

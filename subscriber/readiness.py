@@ -3,6 +3,9 @@
 A new instance (say one an autoscaler just started from a cloned store) should take traffic
 only once its content is about current. It becomes ready on the first of:
 
+* caught up: everything before the log's end as it was when the store opened is imported (or
+  skipped, or transaction markers): what an autoscaler waits for, and usually the first rule
+  to fire;
 * idle: polls found nothing to import for ``idle_s`` without interruption (caught up);
 * recent: it imported a package published less than ``max_message_age_s`` ago (nearly caught
   up: what is left to import is younger than that);
@@ -67,6 +70,7 @@ def supervised_check(check: ReadinessCheck, supervisor: Supervisor) -> Readiness
 
 
 class ReadyReason(StrEnum):
+    CAUGHT_UP = "caught_up"
     IDLE = "idle"
     RECENT = "recent"
     RETRIES = "retries"
@@ -75,8 +79,9 @@ class ReadyReason(StrEnum):
 
 @dataclass(frozen=True)
 class ReadinessRules:
-    """Thresholds of the readiness rules; ``None`` turns a rule off."""
+    """Thresholds of the readiness rules; ``None`` (``False``) turns a rule off."""
 
+    caught_up: bool = True
     idle_s: float | None = DEFAULT_IDLE_S
     max_message_age_s: float | None = DEFAULT_MAX_MESSAGE_AGE_S
     max_retries: int | None = DEFAULT_MAX_RETRIES
@@ -104,12 +109,31 @@ class Readiness:
         self._lock = threading.Lock()
         self.started = started if started is not None else clock()
         self._idle_since: float | None = None
+        self._end: int | None = None  # the log's end when the store opened
         self._paused = False
         self._ready_at: float | None = None
         self._reason: ReadyReason | None = None
         self._detail = ""
 
     # ------------------------------------------------------------------ events
+    def expect_end(self, end: int) -> None:
+        """The log's end (the offset its next record gets) as the store opens; the first one
+        given counts, so reopening after a journal error does not move the goal."""
+        with self._lock:
+            if self._end is None:
+                self._end = end
+
+    def on_position(self, next_offset: int, now: float | None = None) -> None:
+        """Every record before ``next_offset`` is imported, skipped or a transaction marker."""
+        now = self._now(now)
+        with self._lock:
+            end = self._end
+            if not self.rules.caught_up or end is None or self._paused or next_offset < end:
+                return
+            self._set_ready(
+                ReadyReason.CAUGHT_UP, now, f"caught up to offset {end}, the log's end at start"
+            )
+
     def on_poll(self, records: int, now: float | None = None) -> None:
         """A poll returned ``records`` records (0: nothing to import, the log is drained)."""
         now = self._now(now)
@@ -174,6 +198,12 @@ class Readiness:
             return self._ready_at is None
 
     @property
+    def ready_at(self) -> float | None:
+        """The epoch seconds at which it became ready; None while not ready."""
+        with self._lock:
+            return self._ready_at
+
+    @property
     def ready_after_s(self) -> float | None:
         """Seconds from start until ready; None while not ready."""
         with self._lock:
@@ -201,6 +231,8 @@ class Readiness:
             parts.append("importing")
         else:
             parts.append(f"idle for {now - self._idle_since:.1f} s")
+        if self.rules.caught_up and self._end is not None:
+            parts.append(f" (ready at offset {self._end}, the log's end at start)")
         if self.rules.idle_s is not None:
             parts.append(f" (ready after {self.rules.idle_s:g} s idle)")
         if self.rules.force_ready_s is not None:

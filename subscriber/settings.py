@@ -214,6 +214,12 @@ class SubscriberSettings(ScdSettings):
         "this one host, and its lease is a file there ([one writer per "
         "store](one-writer-per-store.md#store-schemes)).",
     )
+    ready_caught_up: bool = Field(
+        default=True,
+        description="Readiness: ready once everything before the log's end as it was when the "
+        "store opened is imported (what an autoscaler waits for); the rules below are "
+        "Sling's, and the first rule to fire makes the subscriber ready",
+    )
     ready_idle_s: float | None = Field(
         default=10.0,
         ge=0,

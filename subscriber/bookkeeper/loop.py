@@ -65,6 +65,7 @@ from subscriber.maintenance.scheduler import Maintenance
 from subscriber.metrics import SubscriberMetrics
 from subscriber.readiness import Readiness
 from subscriber.settings import SubscriberSettings
+from subscriber.start_report import StartReport
 from subscriber.store.base import Store
 from subscriber.store.changes import ChangeSet, Unit
 from subscriber.writer.role import WriterRole
@@ -97,8 +98,10 @@ class ImportLoop:
         hooks: ImportHooks | None = None,
         staging: StagedImport | None = None,
         slots: CommitSlots | None = None,
+        start: StartReport | None = None,
     ) -> None:
         self.settings = settings
+        self.start = start if start is not None else StartReport()
         self.name = settings.agent_name
         self.journal = journal
         self.store = store
@@ -173,8 +176,12 @@ class ImportLoop:
         with self._slot():
             if epoch is not None:
                 epoch = self._claim(epoch)
+                self.start.mark("lease")
             self._epoch = epoch
+            if self.readiness.starting:  # the goal of the caught-up rule, before the slow open
+                self.readiness.expect_end(self.journal.latest_offset(self.topic))
             state = self.store.open()
+            self.start.mark("store_open")
         offset = state.offset
         self.processed_offset = offset if offset is not None else -1
         self.bookkeeping.send_pending_statuses()
@@ -203,6 +210,8 @@ class ImportLoop:
         if start is not None:  # else BEHIND_LOG: run_once checks again
             self.processed_offset = start - 1
             self._consumer = self.journal.consumer(self.topic, Position.at(start))
+            if not self.commands.paused:
+                self.readiness.on_position(start)
 
     def close(self) -> None:
         """Close the consumer once no prefetch uses it; records prefetched are dropped (they
@@ -311,12 +320,20 @@ class ImportLoop:
             return 0
         self.readiness.on_poll(len(polled))
         if not polled:
+            self._drained_to_end()
             self.maintenance.idle()
             return 0
         self._import(polled)
         # After a batch was split to isolate a failing package, grow back to batch_max.
         self._batch = min(self._batch * 2, self.settings.batch_max)
         return len(polled)
+
+    def _drained_to_end(self) -> None:
+        """An empty poll: once everything read is processed, the consumer's position (past
+        the transaction markers after the last record) is where the log is read to."""
+        drained = self._drained
+        if drained is not None and self.processed_offset >= drained[0]:
+            self.readiness.on_position(drained[1])
 
     def _hold(self) -> bool:
         """True while paused (after waiting a poll's time); reads on after a resume."""
@@ -516,6 +533,7 @@ class ImportLoop:
 
     def _advance(self, changes: ChangeSet) -> None:
         self.processed_offset = changes.last_offset
+        self.readiness.on_position(changes.last_offset + 1)
         created = [u.created_ms for u in changes.units if u.created_ms]
         if created:
             self.latest_seen_ms = max(created)

@@ -103,6 +103,8 @@ class ReadModel:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_build = Build()
+        # Epoch seconds of the first moment a read could be answered (readiness waits for it).
+        self.serving_since: float | None = None
         commits.listener = self
 
     # ------------------------------------------------------------------ the store's listener
@@ -199,6 +201,7 @@ class ReadModel:
             with self._applied:
                 self._check_pending = False
                 self._applied.notify_all()
+            self._note_serving()
 
     def _mark_stale(self, reason: str) -> None:
         log.warning("%s: %s: rebuilding the read model", self.name, reason)
@@ -247,6 +250,29 @@ class ReadModel:
         with self._applied:
             self._at = version
             self._applied.notify_all()
+        self._note_serving()
+
+    def _note_serving(self) -> None:
+        if self.serving_since is None and self._refusal() is None:
+            self.serving_since = time.time()
+
+    def refusal(self) -> str | None:
+        """Why no read could be answered yet since the start; None once one could (a later
+        rebuild does not take a ready subscriber out of service: reads say why they wait),
+        and None for a model not started (an agent driven by hand serves no reads)."""
+        if self._thread is None:
+            return None
+        if self.serving_since is None:
+            self._note_serving()
+        return None if self.serving_since is not None else self._refusal()
+
+    def _refusal(self) -> str | None:
+        """Why a read would not be answered now (None: it would)."""
+        if self._index is None or self._refused is not None:
+            return self._refused or "the read model is being built"
+        if self._check_pending:
+            return "the store opened: the read model is checking its version"
+        return self._gate()
 
     def wait_version(self, version: int, timeout_s: float) -> bool:
         """Wait until the model answers from table ``version`` (or a later one)."""
@@ -266,10 +292,9 @@ class ReadModel:
         if gated is not None:
             raise Unavailable(gated)
         index = self._index
-        if index is None or self._refused is not None:
-            raise Unavailable(self._refused or "the read model is being built")
-        if self._check_pending:
-            raise Unavailable("the store opened: the read model is checking its version")
+        refused = self._refusal()
+        if index is None or refused is not None:
+            raise Unavailable(refused or "the read model is being built")
         try:
             with index.reading() as reading:
                 processed = -1 if reading.processed is None else reading.processed

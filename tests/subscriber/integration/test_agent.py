@@ -13,6 +13,7 @@ from subscriber.agent import IDLE_CHECKPOINT_COMMITS, SubscriberAgent
 from subscriber.hooks import ImportResult
 from subscriber.hooks.invalidation import InvalidationHook
 from subscriber.maintenance import delta_table
+from subscriber.readiness import ReadyReason
 from subscriber.store import current_tree
 from subscriber.store.delta import DeltaStore
 from tests.subscriber import harness as h
@@ -215,7 +216,7 @@ def test_discovery_invalidate_hook_and_health(env: Env, spark: Any) -> None:
         env.tmp / "store",
         max_retries=3,
         editable=True,
-        ready_idle_s=0.5,
+        ready_idle_s=None,  # only the caught-up rule makes it ready
         ready_max_message_age_s=None,
         ready_force_s=None,
     )
@@ -237,6 +238,8 @@ def test_discovery_invalidate_hook_and_health(env: Env, spark: Any) -> None:
         assert invalidated == [["/a"]]
         assert store_paths(agent) == {"/a"}
         wait_for(lambda: httpx.get(f"{server.url}/ready").status_code == 200, AGENT_WAIT_S)
+        # Caught up past the marker, which no record fills: the log's end at start is inv + 2.
+        assert agent.readiness.reason is ReadyReason.CAUGHT_UP
         wait_for(lambda: agent.lag == 0, AGENT_WAIT_S, "the marker not counted as lag")
         health = httpx.get(f"{server.url}/health").json()
         assert health["processedOffset"] == inv

@@ -53,6 +53,7 @@ def test_health_reports_agent_state(server: HealthServer, agent: FakeAgent) -> N
         "holdsPosition": False,
         "startOffset": None,
         "canaryWait": None,
+        "start": {},
     }
     agent.offset = 41
     assert httpx.get(f"{server.url}/health").json()["processedOffset"] == 41

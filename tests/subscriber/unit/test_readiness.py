@@ -156,3 +156,37 @@ def test_explicit_now_overrides_the_clock() -> None:
     r.on_poll(0, now=100.0)
     assert not r.check(now=105.0)[0]
     assert r.check(now=110.0)[0]
+
+
+def test_caught_up_to_the_log_s_end_at_start_makes_ready_at_once() -> None:
+    r, clock = fresh()
+    r.on_position(40)  # before the goal is known: nothing to compare with
+    assert not r.check()[0]
+    r.expect_end(100)
+    r.expect_end(250)  # a reopen does not move the goal
+    clock.now += 3.0
+    r.on_position(99)
+    ready, reason = r.check()
+    assert not ready
+    assert "ready at offset 100" in reason
+    r.on_position(100)
+    ready, reason = r.check()
+    assert ready
+    assert r.reason is ReadyReason.CAUGHT_UP
+    assert "caught up to offset 100" in reason
+    assert r.ready_after_s == pytest.approx(3.0)
+
+
+def test_caught_up_is_not_reached_while_paused_and_can_be_turned_off() -> None:
+    r, _ = fresh()
+    r.expect_end(10)
+    r.on_paused()
+    r.on_position(10)
+    assert not r.check()[0]
+    r.on_poll(0)  # resumed
+    r.on_position(10)
+    assert r.reason is ReadyReason.CAUGHT_UP
+    off, _ = fresh(ReadinessRules(caught_up=False))
+    off.expect_end(10)
+    off.on_position(10)
+    assert not off.check()[0]

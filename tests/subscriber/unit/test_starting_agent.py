@@ -21,7 +21,10 @@ from tests.waiting import wait_for
 
 def test_the_import_thread_is_starting_until_the_agent_is_ready(local_env: Env) -> None:
     store = MemoryStore()
-    agent = local_env.memory_agent(store, agent_name="starting", ready_force_s=None)
+    # Not caught up by rule: an empty log would make it ready on open.
+    agent = local_env.memory_agent(
+        store, agent_name="starting", ready_force_s=None, ready_caught_up=False
+    )
     for _ in range(3):
         agent.loop.step()  # nothing to import: not ready (idle for less than 10 s)
     assert store.import_thread_calls == [True]
