@@ -156,7 +156,7 @@ def run(settings: SubscriberSettings) -> int:
         # writer lease; until then that agent is a standby (docs/one-writer-per-store.md).
         # An agent's failures stay in its own supervised threads: the others go on.
         # Stopped before the journal, blob store and Spark close (those running by then).
-        stack.callback(lambda: _stop_all(list(agents)))
+        stack.callback(lambda: _stop_all(list(agents), fold_worker))
         for agent in agents:
             agent.start()
         _serve(settings, view, blobs, stack)
@@ -293,9 +293,13 @@ def _start_positions(
     return starts
 
 
-def _stop_all(agents: list[SubscriberAgent]) -> None:
+def _stop_all(agents: list[SubscriberAgent], fold_worker: FoldWorker | None = None) -> None:
     """Stop every agent at once: each finishes its commit in progress or does not start one,
-    none waits for another's."""
+    none waits for another's. The fold worker stops first: a fold or compaction in progress
+    (up to minutes of a core) fails instead of holding the stop; it committed nothing, and its
+    files go with the next VACUUM."""
+    if fold_worker is not None:
+        fold_worker.close()
     stoppers = [threading.Thread(target=agent.stop, name=f"{agent.name}-stop") for agent in agents]
     for stopper in stoppers:
         stopper.start()

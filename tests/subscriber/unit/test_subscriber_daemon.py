@@ -8,9 +8,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+from subscriber.daemon import _stop_all
 from tests.services import free_port
 
 
@@ -65,3 +67,39 @@ def test_a_bad_agents_file_stops_the_start_with_exit_2(tmp_path: Path) -> None:
     run = refused_start({"SCD_SUBSCRIBER_AGENTS_FILE": str(agents)})
     assert run.returncode == 2
     assert f"agents file {agents}: agent #2: name a is agent #1's already" in run.stderr
+
+
+class FoldingAgent:
+    """An agent whose stop waits for the fold its maintenance thread runs in the worker, as
+    ``SubscriberAgent.stop`` waits for a maintenance step."""
+
+    name = "folding"
+
+    def __init__(self, fold_done: threading.Event) -> None:
+        self.fold_done = fold_done
+        self.waited_s = -1.0
+
+    def stop(self) -> None:
+        started = time.monotonic()
+        self.fold_done.wait(FOLD_S)
+        self.waited_s = time.monotonic() - started
+
+
+class Worker:
+    def __init__(self, fold_done: threading.Event) -> None:
+        self.fold_done = fold_done
+
+    def close(self) -> None:
+        self.fold_done.set()  # the fold in progress fails at once
+
+
+FOLD_S = 30.0  # a fold of a big store, which a SIGTERM must not wait for
+
+
+def test_a_stop_does_not_wait_for_a_fold_in_the_worker() -> None:
+    fold_done = threading.Event()
+    agents = [FoldingAgent(fold_done), FoldingAgent(fold_done)]
+    started = time.monotonic()
+    _stop_all(agents, Worker(fold_done))  # type: ignore[arg-type]
+    assert time.monotonic() - started < FOLD_S / 2
+    assert all(0 <= a.waited_s < FOLD_S / 2 for a in agents)
