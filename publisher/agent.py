@@ -440,6 +440,10 @@ class PublisherAgent:
         m.throttle_queue_size.set(self.throttle_queue_size)
         m.throttle_delay.set(self.throttle.delay_s(self.throttle_queue_size))
         m.subscriber_count.set(len(summaries))
+        # What an autoscaler scales on: totals over the alive subscribers.
+        m.fleet_lag_packages.set(sum(s.size for s in summaries))
+        m.fleet_max_lag_packages.set(max((s.size for s in summaries), default=0))
+        m.fleet_max_lag_seconds.set(max((s.lag_ms for s in summaries), default=0) / 1000)
         # One series per alive subscriber, whose number the discovery view caps.
         m.set_per_queue(m.queue_size, {s.name: s.size for s in summaries})
         m.set_per_queue(m.queue_lag, {s.name: s.lag_ms / 1000 for s in summaries})

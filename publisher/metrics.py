@@ -61,6 +61,15 @@ class PublisherMetrics:
         self.error_queue_size = Gauge(
             "scd_error_queue_size", "Items in a subscriber error queue", ["queue"], registry=r
         )
+        self.fleet_lag_packages = Gauge(
+            "scd_fleet_lag_packages", "Items in all alive subscriber queues", registry=r
+        )
+        self.fleet_max_lag_packages = Gauge(
+            "scd_fleet_max_lag_packages", "Items in the largest subscriber queue", registry=r
+        )
+        self.fleet_max_lag_seconds = Gauge(
+            "scd_fleet_max_lag_seconds", "Age of the oldest queue head item", registry=r
+        )
         self.subscriber_count = Gauge("scd_subscriber_count", "Alive subscribers", registry=r)
         self.queue_cache_fetch_count = Counter(
             "scd_queue_cache_fetch_count", "Older ranges fetched into the queue cache", registry=r
