@@ -48,8 +48,9 @@ SEND_TIMEOUT_S = 8.0
 BLOB_TIMEOUT_S = 8.0
 # Frozen well beyond both timeouts: an answer must come while the peer is still frozen.
 FREEZE_S = 25.0
-# Scheduling on a loaded 2-core machine, on top of the documented bound.
-MARGIN_S = 2.0
+# Scheduling on a loaded 2-core machine, on top of the documented bound (a CI run with the
+# images building beside the tests, load 14, answered 2.1 s past the blob timeout).
+MARGIN_S = 3.0
 # Once thawed, the broker leads its partitions again within seconds.
 RECOVERY_TIMEOUT_S = 90.0
 
